@@ -1,0 +1,321 @@
+//! Kernels: the small, unchecked, shape-agnostic loops the ops dispatch to.
+//!
+//! `scalar` is the executable specification; `native` is the fast path (SIMD with
+//! runtime feature detection, plus rayon). Both implement [`Kernels`]; the parity
+//! suite holds native to scalar. Kernels get validated sizes from the exec layer.
+
+pub mod native;
+pub mod scalar;
+
+use half::{bf16, f16};
+
+/// Elementwise unary functions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// natural log
+    Log,
+    /// square root
+    Sqrt,
+    /// `1/sqrt(x)`
+    Rsqrt,
+    /// hyperbolic tangent
+    Tanh,
+    /// `1/(1+e^-x)`
+    Sigmoid,
+    /// `max(x, 0)`
+    Relu,
+    /// `x * Phi(x)` with the exact (erf) normal CDF
+    Gelu,
+    /// `0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))`
+    GeluTanh,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `ln(1 + e^x)`
+    Softplus,
+    /// `|x|`
+    Abs,
+    /// `x^2`
+    Square,
+    /// `1/x`
+    Recip,
+    /// `a*x + b`
+    Affine(f32, f32),
+    /// `x^p`
+    Powf(f32),
+}
+
+/// Elementwise binary functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// `max(a, b)`
+    Max,
+    /// `min(a, b)`
+    Min,
+}
+
+/// Reductions over one axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// sum
+    Sum,
+    /// maximum
+    Max,
+    /// minimum
+    Min,
+    /// `ln(sum(exp(x)))`, computed stably
+    LogSumExp,
+}
+
+/// A strided f32 operand of a binary op, over the output's shape (stride 0 broadcasts).
+#[derive(Debug, Clone, Copy)]
+pub struct Strided<'a> {
+    /// The storage.
+    pub data: &'a [f32],
+    /// Offset of element 0.
+    pub offset: usize,
+    /// Strides, one per output axis.
+    pub strides: &'a [usize],
+}
+
+/// A borrowed slice of float elements of any supported dtype.
+#[derive(Debug, Clone, Copy)]
+pub enum FloatSlice<'a> {
+    /// f32 elements.
+    F32(&'a [f32]),
+    /// f16 elements.
+    F16(&'a [f16]),
+    /// bf16 elements.
+    BF16(&'a [bf16]),
+}
+
+impl FloatSlice<'_> {
+    /// Element `i` as f32.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            FloatSlice::F32(s) => s[i],
+            FloatSlice::F16(s) => s[i].to_f32(),
+            FloatSlice::BF16(s) => s[i].to_f32(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            FloatSlice::F32(s) => s.len(),
+            FloatSlice::F16(s) => s.len(),
+            FloatSlice::BF16(s) => s.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One operand of a batched GEMM: element `(b, i, j)` is at `offset + b*bs + i*rs + j*cs`.
+#[derive(Debug, Clone, Copy)]
+pub struct MatRef<'a> {
+    /// The storage.
+    pub data: FloatSlice<'a>,
+    /// Offset of element (0, 0, 0).
+    pub offset: usize,
+    /// Stride between batches (0 broadcasts one matrix).
+    pub bs: usize,
+    /// Row stride.
+    pub rs: usize,
+    /// Column stride.
+    pub cs: usize,
+}
+
+/// `C[b] = A[b] (m x k) * B[b] (k x n)`, C contiguous `[batch, m, n]`, f32 accumulation.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemm<'a> {
+    /// Number of independent products.
+    pub batch: usize,
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// The contracted size.
+    pub k: usize,
+    /// Left operand.
+    pub a: MatRef<'a>,
+    /// Right operand.
+    pub b: MatRef<'a>,
+}
+
+/// A 1-D convolution over contiguous `x [batch, cin, t]` and `w [cout, cin, k]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv1d {
+    /// Batch size.
+    pub batch: usize,
+    /// Input channels.
+    pub cin: usize,
+    /// Output channels.
+    pub cout: usize,
+    /// Input length.
+    pub t_in: usize,
+    /// Kernel size.
+    pub k: usize,
+    /// Dilation between kernel taps.
+    pub dilation: usize,
+    /// Zeros added before the signal.
+    pub pad_left: usize,
+    /// Zeros added after the signal.
+    pub pad_right: usize,
+}
+
+impl Conv1d {
+    /// Output length (the exec layer checks it is positive).
+    pub fn t_out(&self) -> usize {
+        (self.t_in + self.pad_left + self.pad_right).saturating_sub(self.dilation * (self.k - 1))
+    }
+}
+
+/// The kernel set every backend provides. All outputs are contiguous f32.
+pub trait Kernels: Send + Sync + 'static {
+    /// The backend's name.
+    fn name(&self) -> &'static str;
+    /// `y[i] = op(x[i])`.
+    fn unary(&self, op: UnaryOp, x: &[f32], y: &mut [f32]);
+    /// `out[idx] = op(a[idx], b[idx])` over `shape`, operands strided.
+    fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]);
+    /// Gathers a strided view of any float dtype into a contiguous f32 buffer.
+    fn copy_strided(&self, src: FloatSlice<'_>, offset: usize, shape: &[usize], strides: &[usize], out: &mut [f32]);
+    /// Reduces the middle axis of contiguous `[outer, len, inner]` into `[outer, inner]`.
+    fn reduce(&self, op: ReduceOp, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]);
+    /// Softmax (or log-softmax) over the last axis of contiguous `[rows, cols]`.
+    fn softmax(&self, x: &[f32], rows: usize, cols: usize, log: bool, out: &mut [f32]);
+    /// RMS norm over the last axis: `x / sqrt(mean(x^2) + eps) * w`.
+    fn rms_norm(&self, x: &[f32], rows: usize, cols: usize, w: Option<&[f32]>, eps: f32, out: &mut [f32]);
+    /// Layer norm over the last axis: `(x - mean) / sqrt(var + eps) * w + b`.
+    fn layer_norm(
+        &self,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+        w: Option<&[f32]>,
+        b: Option<&[f32]>,
+        eps: f32,
+        out: &mut [f32],
+    );
+    /// Batched matrix product into contiguous `c`.
+    fn gemm(&self, g: &Gemm<'_>, c: &mut [f32]);
+    /// 1-D convolution into contiguous `out [batch, cout, t_out]`.
+    fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]);
+    /// `out[idx] = if cond[idx] != 0 { t[idx] } else { f[idx] }` over `shape`, operands strided.
+    fn select(&self, shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>, out: &mut [f32]);
+    /// `out[i, :] = table[ids[i], :]` for a contiguous `[rows, cols]` table (ids checked).
+    fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]);
+}
+
+/// The available backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// Plain loops: the specification.
+    Scalar,
+    /// SIMD + threads.
+    Native,
+}
+
+impl BackendKind {
+    /// The kernel set of the backend.
+    pub fn kernels(self) -> &'static dyn Kernels {
+        match self {
+            BackendKind::Scalar => &scalar::Scalar,
+            BackendKind::Native => &native::Native,
+        }
+    }
+}
+
+/// Index helper shared by both backends: the storage offset of flat index `i` of `shape`.
+#[inline]
+pub fn strided_offset(mut i: usize, shape: &[usize], strides: &[usize], offset: usize) -> usize {
+    let mut pos = offset;
+    for d in (0..shape.len()).rev() {
+        let s = shape[d];
+        if s == 0 {
+            return offset;
+        }
+        pos += (i % s) * strides[d];
+        i /= s;
+    }
+    pos
+}
+
+/// `erf(x)` to about 1.2e-7 absolute error (Numerical Recipes `erfc` Chebyshev fit).
+#[inline]
+pub fn erf(x: f32) -> f32 {
+    let z = (x as f64).abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t * (-z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+        .exp();
+    let v = 1.0 - r;
+    (if x >= 0.0 { v } else { -v }) as f32
+}
+
+/// The scalar definition of every unary op (the spec both backends follow).
+#[inline]
+pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)),
+        UnaryOp::GeluTanh => {
+            let c = (2.0 / std::f32::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Softplus => {
+            if x > 20.0 {
+                x
+            } else {
+                x.exp().ln_1p()
+            }
+        }
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Square => x * x,
+        UnaryOp::Recip => 1.0 / x,
+        UnaryOp::Affine(a, b) => a * x + b,
+        UnaryOp::Powf(p) => x.powf(p),
+    }
+}
+
+/// The scalar definition of every binary op.
+#[inline(always)]
+pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+    }
+}

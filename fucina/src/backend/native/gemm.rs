@@ -1,0 +1,310 @@
+//! Blocked, packed f32 GEMM (BLIS loop order) with an AVX2/FMA 6x16 micro-kernel.
+//!
+//! Loops: for each K block (KC) B is packed once into NR-wide panels; then tasks
+//! over (M block of MC rows) x (N chunk) run in parallel, each packing its A block
+//! into MR-tall panels and sweeping micro-tiles. f16/bf16 operands are widened to
+//! f32 while packing, so the micro-kernel only sees f32 and accumulates in f32.
+
+use super::simd::{self, Level};
+use crate::backend::{FloatSlice, Gemm, MatRef};
+use rayon::prelude::*;
+
+const MR: usize = 6;
+const NR: usize = 16;
+const KC: usize = 256;
+const MC: usize = 16 * MR;
+const NCHUNK: usize = 256;
+
+/// A raw pointer to C that tasks share; each task writes a disjoint set of tiles.
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: tasks write pairwise disjoint tiles of C (distinct (row block, column chunk) pairs).
+unsafe impl Send for CPtr {}
+// SAFETY: as above; no two tasks touch the same element.
+unsafe impl Sync for CPtr {}
+
+/// Entry point used by the native backend.
+pub fn gemm(g: &Gemm<'_>, c: &mut [f32]) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let per = m * n;
+    if per == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..g.batch * per].fill(0.0);
+        return;
+    }
+    let work = m * n * k;
+    if g.batch > 1 && work < (1 << 20) {
+        c[..g.batch * per].par_chunks_mut(per).enumerate().for_each(|(bt, cb)| {
+            gemm_one(g, bt, cb, false);
+        });
+    } else {
+        for (bt, cb) in c[..g.batch * per].chunks_mut(per).enumerate() {
+            gemm_one(g, bt, cb, work >= (1 << 15));
+        }
+    }
+}
+
+fn is_f32<'a>(m: &MatRef<'a>) -> Option<&'a [f32]> {
+    match m.data {
+        FloatSlice::F32(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// One product `c = A[bt] * B[bt]`, `c` contiguous `m x n`.
+fn gemm_one(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a0 = g.a.offset + bt * g.a.bs;
+    let b0 = g.b.offset + bt * g.b.bs;
+    // Skinny left operand (decode-style mat-vec): stream B once with dot products or axpys.
+    if m <= 2 {
+        if let (Some(a), Some(b)) = (is_f32(&g.a), is_f32(&g.b)) {
+            if g.b.rs == 1 && g.a.cs == 1 {
+                gemv_dot(a, a0, g.a.rs, b, b0, g.b.cs, m, n, k, c, parallel);
+                return;
+            }
+            if g.b.cs == 1 {
+                gemv_axpy(a, a0, g.a.rs, g.a.cs, b, b0, g.b.rs, m, n, k, c);
+                return;
+            }
+        }
+    }
+    c.fill(0.0);
+    let n_pad = n.div_ceil(NR) * NR;
+    let mut bp = vec![0.0f32; KC.min(k) * n_pad];
+    let cp = CPtr(c.as_mut_ptr());
+    let mut pc = 0;
+    while pc < k {
+        let kc = KC.min(k - pc);
+        let bp = &mut bp[..kc * n_pad];
+        let pack_panel = |(jp, panel): (usize, &mut [f32])| pack_b(&g.b, b0, pc, kc, jp * NR, n, panel);
+        if parallel {
+            bp.par_chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+        } else {
+            bp.chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+        }
+        let bp: &[f32] = bp;
+        let m_blocks = m.div_ceil(MC);
+        let n_chunks = n.div_ceil(NCHUNK);
+        let task = |t: usize| {
+            let (ib, jb) = (t / n_chunks, t % n_chunks);
+            let (i0, mc) = (ib * MC, MC.min(m - ib * MC));
+            let (j0, nc) = (jb * NCHUNK, NCHUNK.min(n - jb * NCHUNK));
+            let mut ap = vec![0.0f32; mc.div_ceil(MR) * MR * kc];
+            pack_a(&g.a, a0, i0, mc, pc, kc, &mut ap);
+            // SAFETY: task (ib, jb) writes only rows i0..i0+mc and columns j0..j0+nc of C.
+            unsafe { macro_block(&ap, bp, kc, i0, mc, j0, nc, n, cp) };
+        };
+        if parallel {
+            (0..m_blocks * n_chunks).into_par_iter().for_each(task);
+        } else {
+            (0..m_blocks * n_chunks).for_each(task);
+        }
+        pc += kc;
+    }
+}
+
+/// Packs `B[pc..pc+kc, j0..j0+NR]` into `panel[p*NR + jj]`, zero-padding past `n`.
+fn pack_b(b: &MatRef<'_>, b0: usize, pc: usize, kc: usize, j0: usize, n: usize, panel: &mut [f32]) {
+    let cols = NR.min(n - j0);
+    if let (FloatSlice::F32(s), 1) = (b.data, b.cs) {
+        for p in 0..kc {
+            let src = b0 + (pc + p) * b.rs + j0;
+            panel[p * NR..p * NR + cols].copy_from_slice(&s[src..src + cols]);
+            panel[p * NR + cols..p * NR + NR].fill(0.0);
+        }
+        return;
+    }
+    if cols < NR {
+        panel.fill(0.0);
+    }
+    for jj in 0..cols {
+        let base = b0 + (j0 + jj) * b.cs + pc * b.rs;
+        match b.data {
+            FloatSlice::F32(s) => {
+                for p in 0..kc {
+                    panel[p * NR + jj] = s[base + p * b.rs];
+                }
+            }
+            other => {
+                for p in 0..kc {
+                    panel[p * NR + jj] = other.get(base + p * b.rs);
+                }
+            }
+        }
+    }
+}
+
+/// Packs `A[i0..i0+mc, pc..pc+kc]` into MR-row panels `ap[ip*kc*MR + p*MR + ii]`.
+fn pack_a(a: &MatRef<'_>, a0: usize, i0: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
+    for (ip, panel) in ap.chunks_mut(kc * MR).enumerate() {
+        let rows = MR.min(mc - ip * MR);
+        if rows < MR {
+            panel.fill(0.0);
+        }
+        for ii in 0..rows {
+            let base = a0 + (i0 + ip * MR + ii) * a.rs + pc * a.cs;
+            match a.data {
+                FloatSlice::F32(s) if a.cs == 1 => {
+                    for (p, v) in s[base..base + kc].iter().enumerate() {
+                        panel[p * MR + ii] = *v;
+                    }
+                }
+                other => {
+                    for p in 0..kc {
+                        panel[p * MR + ii] = other.get(base + p * a.cs);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the micro-kernel over one (row block, column chunk) of C.
+///
+/// # Safety
+/// `c` must point to a row-major `? x ldc` matrix that contains rows `i0..i0+mc` and
+/// columns `j0..j0+nc`, and no other thread may access that region meanwhile.
+#[allow(clippy::too_many_arguments)]
+unsafe fn macro_block(ap: &[f32], bp: &[f32], kc: usize, i0: usize, mc: usize, j0: usize, nc: usize, ldc: usize, c: CPtr) {
+    let lvl = simd::level();
+    let mut tmp = [0.0f32; MR * NR];
+    let mut jr = 0;
+    while jr < nc {
+        let cols = NR.min(nc - jr);
+        let bpanel = &bp[(j0 + jr) / NR * kc * NR..][..kc * NR];
+        let mut ir = 0;
+        while ir < mc {
+            let rows = MR.min(mc - ir);
+            let apanel = &ap[ir / MR * kc * MR..][..kc * MR];
+            // SAFETY: the tile (i0+ir.., j0+jr..) lies inside this task's region of C.
+            let ctile = unsafe { c.0.add((i0 + ir) * ldc + j0 + jr) };
+            if rows == MR && cols == NR {
+                // SAFETY: a full MR x NR tile fits in C at `ctile` with row stride ldc.
+                unsafe { kernel(lvl, kc, apanel, bpanel, ctile, ldc) };
+            } else {
+                tmp.fill(0.0);
+                // SAFETY: `tmp` is an MR x NR buffer with row stride NR.
+                unsafe { kernel(lvl, kc, apanel, bpanel, tmp.as_mut_ptr(), NR) };
+                for r in 0..rows {
+                    for cc in 0..cols {
+                        // SAFETY: r < rows and cc < cols keep the write inside the tile region.
+                        unsafe { *ctile.add(r * ldc + cc) += tmp[r * NR + cc] };
+                    }
+                }
+            }
+            ir += MR;
+        }
+        jr += NR;
+    }
+}
+
+/// `C[0..MR, 0..NR] += Apanel * Bpanel`.
+///
+/// # Safety
+/// `c` must be valid for reads and writes of an MR x NR tile with row stride `ldc`.
+#[inline(always)]
+unsafe fn kernel(lvl: Level, kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize) {
+    match lvl {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: Avx2Fma is chosen only when the CPU has AVX2 and FMA; the tile bound is the caller's.
+        Level::Avx2Fma => unsafe { kernel_avx2(kc, a.as_ptr(), b.as_ptr(), c, ldc) },
+        // SAFETY: the tile bound is the caller's.
+        _ => unsafe { kernel_portable(kc, a, b, c, ldc) },
+    }
+}
+
+/// Portable micro-kernel; LLVM vectorizes the NR-wide inner loop.
+///
+/// # Safety
+/// As for [`kernel`].
+unsafe fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize) {
+    let mut acc = [[0.0f32; NR]; MR];
+    for p in 0..kc {
+        let bv = &b[p * NR..p * NR + NR];
+        for i in 0..MR {
+            let av = a[p * MR + i];
+            for j in 0..NR {
+                acc[i][j] += av * bv[j];
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            // SAFETY: i < MR, j < NR, inside the tile the caller guarantees.
+            unsafe { *c.add(i * ldc + j) += v };
+        }
+    }
+}
+
+/// AVX2+FMA 6x16 micro-kernel: 12 accumulators, 2 B loads and 6 broadcasts per k.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `a` holds `kc*MR`, `b` holds `kc*NR` floats; `c` as for [`kernel`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); 12];
+    let (mut a, mut b) = (a, b);
+    for _ in 0..kc {
+        // SAFETY: the panels hold kc*NR (b) and kc*MR (a) floats; we advance NR and MR per step.
+        unsafe {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            for i in 0..MR {
+                let av = _mm256_broadcast_ss(&*a.add(i));
+                acc[2 * i] = _mm256_fmadd_ps(av, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm256_fmadd_ps(av, b1, acc[2 * i + 1]);
+            }
+            a = a.add(MR);
+            b = b.add(NR);
+        }
+    }
+    for i in 0..MR {
+        // SAFETY: row i of the tile, 16 floats, inside the caller's bound.
+        unsafe {
+            let row = c.add(i * ldc);
+            _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[2 * i]));
+            _mm256_storeu_ps(row.add(8), _mm256_add_ps(_mm256_loadu_ps(row.add(8)), acc[2 * i + 1]));
+        }
+    }
+}
+
+/// Mat-vec with B's columns contiguous along k: `c[i, j] = dot(A[i, :], B[:, j])`.
+#[allow(clippy::too_many_arguments)]
+fn gemv_dot(a: &[f32], a0: usize, ars: usize, b: &[f32], b0: usize, bcs: usize, m: usize, n: usize, k: usize, c: &mut [f32], parallel: bool) {
+    for i in 0..m {
+        let arow = &a[a0 + i * ars..a0 + i * ars + k];
+        let crow = &mut c[i * n..(i + 1) * n];
+        let f = |(j, cj): (usize, &mut f32)| {
+            let col = &b[b0 + j * bcs..b0 + j * bcs + k];
+            *cj = simd::dot(arow, col);
+        };
+        if parallel && n >= 64 {
+            crow.par_iter_mut().enumerate().with_min_len(16).for_each(f);
+        } else {
+            crow.iter_mut().enumerate().for_each(f);
+        }
+    }
+}
+
+/// Mat-vec with B's rows contiguous: `c[i, :] = sum_p A[i, p] * B[p, :]`.
+#[allow(clippy::too_many_arguments)]
+fn gemv_axpy(a: &[f32], a0: usize, ars: usize, acs: usize, b: &[f32], b0: usize, brs: usize, m: usize, n: usize, k: usize, c: &mut [f32]) {
+    const CH: usize = 512;
+    for i in 0..m {
+        let crow = &mut c[i * n..(i + 1) * n];
+        crow.par_chunks_mut(CH).enumerate().for_each(|(ci, cc)| {
+            cc.fill(0.0);
+            let j0 = ci * CH;
+            for p in 0..k {
+                let av = a[a0 + i * ars + p * acs];
+                let src = b0 + p * brs + j0;
+                simd::axpy(av, &b[src..src + cc.len()], cc);
+            }
+        });
+    }
+}

@@ -1,0 +1,111 @@
+//! The native backend: SIMD kernels (runtime-detected AVX2/FMA, portable fallback) on rayon.
+//!
+//! Every kernel here has a twin in `scalar`; the parity suite checks they agree.
+
+mod elementwise;
+mod gemm;
+mod reduce;
+pub mod simd;
+
+use super::{BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};
+use rayon::prelude::*;
+
+/// SIMD + rayon kernels; they run on the thread pool of the calling `ExecContext`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Native;
+
+impl Kernels for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn unary(&self, op: UnaryOp, x: &[f32], y: &mut [f32]) {
+        elementwise::unary(op, x, y)
+    }
+
+    fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]) {
+        elementwise::binary(op, shape, a, b, out)
+    }
+
+    fn copy_strided(&self, src: FloatSlice<'_>, offset: usize, shape: &[usize], strides: &[usize], out: &mut [f32]) {
+        elementwise::copy_strided(src, offset, shape, strides, out)
+    }
+
+    fn reduce(&self, op: ReduceOp, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]) {
+        reduce::reduce(op, x, outer, len, inner, out)
+    }
+
+    fn softmax(&self, x: &[f32], rows: usize, cols: usize, log: bool, out: &mut [f32]) {
+        reduce::softmax(x, rows, cols, log, out)
+    }
+
+    fn rms_norm(&self, x: &[f32], rows: usize, cols: usize, w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
+        reduce::rms_norm(x, rows, cols, w, eps, out)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+        w: Option<&[f32]>,
+        b: Option<&[f32]>,
+        eps: f32,
+        out: &mut [f32],
+    ) {
+        reduce::layer_norm(x, rows, cols, w, b, eps, out)
+    }
+
+    fn gemm(&self, g: &Gemm<'_>, c: &mut [f32]) {
+        gemm::gemm(g, c)
+    }
+
+    fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+        let t_out = p.t_out();
+        let kk = p.cin * p.k;
+        let mut cols = vec![0.0f32; kk * t_out];
+        for b in 0..p.batch {
+            // im2col: cols[(ci*k + tap), t] = x[b, ci, t + tap*dilation - pad_left] (or 0).
+            cols.par_chunks_mut(t_out).enumerate().for_each(|(row, dst)| {
+                let (ci, tap) = (row / p.k, row % p.k);
+                let src = &x[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
+                for (t, d) in dst.iter_mut().enumerate() {
+                    let s = t + tap * p.dilation;
+                    *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
+                }
+            });
+            let g = Gemm {
+                batch: 1,
+                m: p.cout,
+                n: t_out,
+                k: kk,
+                a: MatRef { data: FloatSlice::F32(w), offset: 0, bs: 0, rs: kk, cs: 1 },
+                b: MatRef { data: FloatSlice::F32(&cols), offset: 0, bs: 0, rs: t_out, cs: 1 },
+            };
+            let ob = &mut out[b * p.cout * t_out..(b + 1) * p.cout * t_out];
+            gemm::gemm(&g, ob);
+            if let Some(bias) = bias {
+                ob.par_chunks_mut(t_out).zip(bias.par_iter()).for_each(|(row, bv)| {
+                    row.iter_mut().for_each(|v| *v += bv);
+                });
+            }
+        }
+    }
+
+    fn select(&self, shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>, out: &mut [f32]) {
+        elementwise::select(shape, cond, t, f, out)
+    }
+
+    fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]) {
+        if cols == 0 {
+            return;
+        }
+        out.par_chunks_mut(cols).zip(ids.par_iter()).for_each(|(row, id)| {
+            let base = *id as usize * cols;
+            match table {
+                FloatSlice::F32(t) => row.copy_from_slice(&t[base..base + cols]),
+                other => row.iter_mut().enumerate().for_each(|(j, v)| *v = other.get(base + j)),
+            }
+        });
+    }
+}

@@ -1,0 +1,187 @@
+//! Runtime CPU feature detection and SIMD-friendly math written so LLVM vectorizes it.
+//!
+//! Each hot loop is an `#[inline(always)]` body instantiated twice: inside an
+//! `#[target_feature(enable = "avx2,fma")]` wrapper (chosen at run time when the CPU
+//! has AVX2+FMA) and as a portable build (SSE2 on x86-64, NEON on aarch64).
+
+use std::sync::OnceLock;
+
+/// The SIMD level chosen at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Portable code (whatever the target's baseline vectorizes to).
+    Portable,
+    /// x86-64 with AVX2 and FMA.
+    Avx2Fma,
+}
+
+/// The best level this CPU supports (detected once).
+pub fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        if std::env::var_os("FUCINA_NO_SIMD").is_some() {
+            return Level::Portable;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                return Level::Avx2Fma;
+            }
+        }
+        Level::Portable
+    })
+}
+
+/// Multiply-add, fused where the instantiation has FMA.
+pub trait MulAdd {
+    /// `a * b + c`.
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// Fused multiply-add (only used inside FMA-enabled code).
+pub struct Fused;
+/// Separate multiply and add.
+pub struct Unfused;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl MulAdd for Unfused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+
+/// `e^x` to about 2 ulp, branch-free so loops over it vectorize.
+#[inline(always)]
+pub fn exp<M: MulAdd>(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    let n = M::mul_add(x, LOG2E, 0.5).floor();
+    let r = M::mul_add(n, -LN2_LO, M::mul_add(n, -LN2_HI, x));
+    let mut p = 1.0 / 720.0;
+    p = M::mul_add(p, r, 1.0 / 120.0);
+    p = M::mul_add(p, r, 1.0 / 24.0);
+    p = M::mul_add(p, r, 1.0 / 6.0);
+    p = M::mul_add(p, r, 0.5);
+    p = M::mul_add(p, r, 1.0);
+    p = M::mul_add(p, r, 1.0);
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    p * scale
+}
+
+/// `tanh(x)`, with a series near zero to keep relative precision.
+#[inline(always)]
+pub fn tanh<M: MulAdd>(x: f32) -> f32 {
+    let ax = x.abs();
+    let e = exp::<M>(2.0 * ax);
+    let big = 1.0 - 2.0 / (e + 1.0);
+    let x2 = x * x;
+    let small = x * M::mul_add(x2, M::mul_add(x2, M::mul_add(x2, -17.0 / 315.0, 2.0 / 15.0), -1.0 / 3.0), 1.0);
+    let t = if ax < 0.05 { small.abs() } else { big };
+    t.copysign(x)
+}
+
+/// `1 / (1 + e^-x)`.
+#[inline(always)]
+pub fn sigmoid<M: MulAdd>(x: f32) -> f32 {
+    1.0 / (1.0 + exp::<M>(-x))
+}
+
+/// Dot product with 16 independent accumulators.
+#[inline(always)]
+pub fn dot_body<M: MulAdd>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; 16];
+    let chunks = n / 16;
+    for c in 0..chunks {
+        let (ca, cb) = (&a[c * 16..c * 16 + 16], &b[c * 16..c * 16 + 16]);
+        for i in 0..16 {
+            acc[i] = M::mul_add(ca[i], cb[i], acc[i]);
+        }
+    }
+    let mut s = 0.0;
+    for i in chunks * 16..n {
+        s = M::mul_add(a[i], b[i], s);
+    }
+    let mut t = [0.0f32; 8];
+    for i in 0..8 {
+        t[i] = acc[i] + acc[i + 8];
+    }
+    (t[0] + t[4]) + (t[1] + t[5]) + (t[2] + t[6]) + (t[3] + t[7]) + s
+}
+
+/// `y += alpha * x`.
+#[inline(always)]
+pub fn axpy_body<M: MulAdd>(alpha: f32, x: &[f32], y: &mut [f32]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi = M::mul_add(alpha, *xi, *yi);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_body::<Fused>(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
+    axpy_body::<Fused>(alpha, x, y)
+}
+
+/// Dot product of two f32 slices (the shorter length).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the level is Avx2Fma only when the CPU reports AVX2 and FMA.
+        Level::Avx2Fma => unsafe { dot_avx2(a, b) },
+        _ => dot_body::<Unfused>(a, b),
+    }
+}
+
+/// `y += alpha * x`.
+pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the level is Avx2Fma only when the CPU reports AVX2 and FMA.
+        Level::Avx2Fma => unsafe { axpy_avx2(alpha, x, y) },
+        _ => axpy_body::<Unfused>(alpha, x, y),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_and_tanh_are_accurate() {
+        let mut x = -20.0f32;
+        while x < 20.0 {
+            let e = exp::<Unfused>(x);
+            assert!(((e - x.exp()) / x.exp()).abs() < 4e-7, "exp({x})");
+            let t = tanh::<Unfused>(x);
+            assert!((t - x.tanh()).abs() < 3e-7, "tanh({x}) {t} {}", x.tanh());
+            x += 0.0137;
+        }
+        assert!((tanh::<Unfused>(1e-4) - 1e-4).abs() < 1e-11);
+    }
+
+    #[test]
+    fn dot_matches_naive() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..37).map(|i| 1.0 - i as f32 * 0.25).collect();
+        let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - naive).abs() < 1e-3);
+    }
+}

@@ -1,0 +1,50 @@
+//! The typed error every fallible fucina call returns.
+
+use crate::dtype::DType;
+
+/// Everything that can go wrong at run time; compile-time axis mistakes never get here.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum FucinaError {
+    /// Two operands disagree on the size of a named axis.
+    #[error("size mismatch on axis `{axis}`: {left} vs {right}")]
+    ShapeMismatch { axis: String, left: usize, right: usize },
+    /// The number of sizes given does not match the number of axes of the type.
+    #[error("rank mismatch: the axes {axes:?} need {expected} sizes, got {got}")]
+    RankMismatch { axes: Vec<&'static str>, expected: usize, got: usize },
+    /// A data buffer has the wrong number of elements for the shape.
+    #[error("element count mismatch: shape {shape:?} holds {expected} elements, data has {got}")]
+    ElementCount { shape: Vec<usize>, expected: usize, got: usize },
+    /// An op does not support this dtype.
+    #[error("dtype {dtype:?} is not supported by {op}")]
+    UnsupportedDType { op: &'static str, dtype: DType },
+    /// Two dtypes cannot be combined.
+    #[error("dtype mismatch in {op}: {left:?} vs {right:?}")]
+    DTypeMismatch { op: &'static str, left: DType, right: DType },
+    /// An index or range falls outside an axis.
+    #[error("index out of range on axis `{axis}`: {index} (size {size})")]
+    OutOfRange { axis: String, index: usize, size: usize },
+    /// The same axis name appears twice in a tensor type.
+    #[error("duplicate axis `{0}` in a tensor type")]
+    DuplicateAxis(&'static str),
+    /// A view cannot be expressed with strides (e.g. reshape of a non-contiguous tensor).
+    #[error("invalid view: {0}")]
+    InvalidView(String),
+    /// An argument is outside what the op accepts.
+    #[error("invalid argument to {op}: {msg}")]
+    InvalidArgument { op: &'static str, msg: String },
+    /// A parameter name was not found (module load).
+    #[error("missing tensor `{0}`")]
+    MissingTensor(String),
+    /// An I/O error, with the path that caused it.
+    #[error("i/o error on {path}: {msg}")]
+    Io { path: String, msg: String },
+    /// A file does not follow its format.
+    #[error("malformed {format} file: {msg}")]
+    Format { format: &'static str, msg: String },
+    /// Thread pool creation failed.
+    #[error("thread pool: {0}")]
+    ThreadPool(String),
+}
+
+/// `Result` with [`FucinaError`].
+pub type Result<T> = std::result::Result<T, FucinaError>;

@@ -1,0 +1,224 @@
+//! `ExecContext`: which backend runs, on how many threads, with which buffers and RNG.
+
+use crate::backend::{BackendKind, Kernels};
+use crate::error::{FucinaError, Result};
+use crate::rng::Philox;
+use crate::storage::{Buffer, BufferPool, Storage};
+use crate::tensor::{Layout, RawTensor};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// How to build an [`ExecContext`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecConfig {
+    /// Which kernels run.
+    pub backend: BackendKind,
+    /// Worker threads (`None`: one per available core).
+    pub threads: Option<usize>,
+    /// Seed of the counter-based RNG.
+    pub seed: u64,
+    /// Most bytes of idle buffers the pool keeps.
+    pub pool_bytes: usize,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig { backend: BackendKind::Native, threads: None, seed: 0, pool_bytes: 256 << 20 }
+    }
+}
+
+struct Inner {
+    config: ExecConfig,
+    kernels: &'static dyn Kernels,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    buffers: Arc<BufferPool>,
+    rng: Philox,
+    counter: AtomicU64,
+}
+
+/// The execution context: cheap to clone (a shared handle).
+///
+/// Ops run on the *current* context of the calling thread: the one entered with
+/// [`ExecContext::enter`], or a process-wide default (native backend, all cores, seed 0).
+#[derive(Clone)]
+pub struct ExecContext {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ExecContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ExecContext({}, {} threads, seed {})", self.inner.kernels.name(), self.inner.threads, self.inner.config.seed)
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Vec<ExecContext>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Restores the previously current context when dropped.
+pub struct ContextGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| {
+            c.borrow_mut().pop();
+        });
+    }
+}
+
+impl ExecContext {
+    /// Builds a context.
+    pub fn new(config: ExecConfig) -> Result<ExecContext> {
+        let threads = config
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+            .max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("fucina-{i}"))
+            .build()
+            .map_err(|e| FucinaError::ThreadPool(e.to_string()))?;
+        Ok(ExecContext {
+            inner: Arc::new(Inner {
+                config,
+                kernels: config.backend.kernels(),
+                pool,
+                threads,
+                buffers: Arc::new(BufferPool::new(config.pool_bytes)),
+                rng: Philox::new(config.seed),
+                counter: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// A context with the given backend and thread count, seed 0.
+    pub fn with_backend(backend: BackendKind, threads: usize) -> Result<ExecContext> {
+        ExecContext::new(ExecConfig { backend, threads: Some(threads), ..ExecConfig::default() })
+    }
+
+    /// The current context of this thread.
+    pub fn current() -> ExecContext {
+        if let Some(c) = CURRENT.with(|c| c.borrow().last().cloned()) {
+            return c;
+        }
+        static DEFAULT: OnceLock<ExecContext> = OnceLock::new();
+        DEFAULT
+            .get_or_init(|| {
+                let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                let config = ExecConfig::default();
+                match pool {
+                    Ok(pool) => ExecContext {
+                        inner: Arc::new(Inner {
+                            config,
+                            kernels: config.backend.kernels(),
+                            pool,
+                            threads,
+                            buffers: Arc::new(BufferPool::new(config.pool_bytes)),
+                            rng: Philox::new(0),
+                            counter: AtomicU64::new(0),
+                        }),
+                    },
+                    // If even a default pool cannot be built, fall back to the scalar backend on one thread.
+                    Err(_) => ExecContext::scalar_fallback(),
+                }
+            })
+            .clone()
+    }
+
+    fn scalar_fallback() -> ExecContext {
+        let config = ExecConfig { backend: BackendKind::Scalar, threads: Some(1), ..ExecConfig::default() };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).use_current_thread().build();
+        let pool = match pool {
+            Ok(p) => p,
+            Err(e) => panic!("fucina: cannot create even a one-thread pool: {e}"),
+        };
+        ExecContext {
+            inner: Arc::new(Inner {
+                config,
+                kernels: config.backend.kernels(),
+                pool,
+                threads: 1,
+                buffers: Arc::new(BufferPool::new(config.pool_bytes)),
+                rng: Philox::new(0),
+                counter: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Makes this the current context of this thread until the guard drops.
+    pub fn enter(&self) -> ContextGuard {
+        CURRENT.with(|c| c.borrow_mut().push(self.clone()));
+        ContextGuard { _not_send: std::marker::PhantomData }
+    }
+
+    /// Runs `f` with this context current.
+    pub fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _g = self.enter();
+        f()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> BackendKind {
+        self.inner.config.backend
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> ExecConfig {
+        self.inner.config
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.inner.threads
+    }
+
+    /// Runs a kernel call: on the worker pool for native, inline for scalar.
+    pub fn run<R: Send>(&self, f: impl FnOnce(&dyn Kernels) -> R + Send) -> R {
+        let k = self.inner.kernels;
+        match self.inner.config.backend {
+            BackendKind::Scalar => f(k),
+            BackendKind::Native => self.inner.pool.install(|| f(k)),
+        }
+    }
+
+    /// A zeroed f32 buffer from the pool.
+    pub fn alloc(&self, len: usize) -> Vec<f32> {
+        self.inner.buffers.take_zeroed(len)
+    }
+
+    /// Wraps an f32 buffer (from [`alloc`](Self::alloc)) as a contiguous tensor that returns it to the pool.
+    pub fn wrap_f32(&self, data: Vec<f32>, shape: &[usize]) -> Result<RawTensor> {
+        let storage = Arc::new(Storage::pooled(Buffer::F32(data), self.inner.buffers.clone()));
+        RawTensor::from_storage(storage, Layout::contiguous(shape))
+    }
+
+    /// Buffer pool counters.
+    pub fn pool_stats(&self) -> crate::storage::PoolStats {
+        self.inner.buffers.stats()
+    }
+
+    /// The RNG.
+    pub fn philox(&self) -> Philox {
+        self.inner.rng
+    }
+
+    /// Reserves `blocks` consecutive Philox blocks and returns the first one's index.
+    pub fn reserve_rng(&self, blocks: u64) -> u64 {
+        self.inner.counter.fetch_add(blocks, Ordering::Relaxed)
+    }
+
+    /// The next unused Philox block (save it to resume a run bit-exactly).
+    pub fn rng_counter(&self) -> u64 {
+        self.inner.counter.load(Ordering::Relaxed)
+    }
+
+    /// Restores the RNG position saved with [`rng_counter`](Self::rng_counter).
+    pub fn set_rng_counter(&self, counter: u64) {
+        self.inner.counter.store(counter, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,3 @@
+//! File formats. For now safetensors (read over mmap, write), and module save/load on it.
+
+pub mod safetensors;

@@ -1,0 +1,144 @@
+//! The `Module` trait: named parameter listing, mutable visiting and counting.
+
+use crate::error::{FucinaError, Result};
+use crate::tensor::axes::Axes;
+use crate::tensor::{RawTensor, Tensor};
+
+/// Mutable access to one parameter that preserves its shape (and so its axis type).
+pub struct ParamMut<'a> {
+    raw: &'a mut RawTensor,
+}
+
+impl<'a> ParamMut<'a> {
+    /// Wraps a parameter slot.
+    pub fn new(raw: &'a mut RawTensor) -> ParamMut<'a> {
+        ParamMut { raw }
+    }
+
+    /// The current value.
+    pub fn get(&self) -> &RawTensor {
+        self.raw
+    }
+
+    /// Replaces the value with a tensor of the same shape.
+    pub fn set(&mut self, value: RawTensor) -> Result<()> {
+        if value.shape() != self.raw.shape() {
+            return Err(FucinaError::InvalidArgument {
+                op: "set parameter",
+                msg: format!("shape {:?} does not match the parameter's {:?}", value.shape(), self.raw.shape()),
+            });
+        }
+        *self.raw = value;
+        Ok(())
+    }
+}
+
+/// Joins a parameter path: `join_name("layers.0", "w")` is `layers.0.w`.
+pub fn join_name(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+/// A set of named parameters: a tensor, or a struct of them (`#[derive(Module)]`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a module or a tensor, so it cannot be a field of a `#[derive(Module)]` struct",
+    label = "this field is neither a `Tensor`, a `Module`, nor a Vec/array/Option of them",
+    note = "mark configuration fields with `#[module(skip)]`"
+)]
+pub trait Module {
+    /// Calls `f(name, tensor)` for each parameter, names prefixed by `prefix`.
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor));
+    /// Calls `f(name, slot)` for each parameter, mutably.
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>));
+
+    /// All parameters with their dotted names, in declaration order.
+    fn named_params(&self) -> Vec<(String, RawTensor)> {
+        let mut v = Vec::new();
+        self.visit_params("", &mut |n, t| v.push((n.to_string(), t.clone())));
+        v
+    }
+
+    /// The dotted parameter names, in declaration order.
+    fn param_names(&self) -> Vec<String> {
+        self.named_params().into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Total number of scalar parameters.
+    fn num_params(&self) -> usize {
+        let mut n = 0;
+        self.visit_params("", &mut |_, t| n += t.numel());
+        n
+    }
+
+    /// Number of parameter tensors.
+    fn num_tensors(&self) -> usize {
+        let mut n = 0;
+        self.visit_params("", &mut |_, _| n += 1);
+        n
+    }
+}
+
+impl<A: Axes> Module for Tensor<A> {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        f(prefix, self.raw())
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        f(prefix, ParamMut::new(self.raw_mut()))
+    }
+}
+
+impl<M: Module> Module for Vec<M> {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        self.as_slice().visit_params(prefix, f)
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        self.as_mut_slice().visit_params_mut(prefix, f)
+    }
+}
+
+impl<M: Module> Module for [M] {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        for (i, m) in self.iter().enumerate() {
+            m.visit_params(&join_name(prefix, &i.to_string()), f);
+        }
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        for (i, m) in self.iter_mut().enumerate() {
+            m.visit_params_mut(&join_name(prefix, &i.to_string()), f);
+        }
+    }
+}
+
+impl<M: Module, const N: usize> Module for [M; N] {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        self.as_slice().visit_params(prefix, f)
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        self.as_mut_slice().visit_params_mut(prefix, f)
+    }
+}
+
+impl<M: Module> Module for Option<M> {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        if let Some(m) = self {
+            m.visit_params(prefix, f)
+        }
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        if let Some(m) = self {
+            m.visit_params_mut(prefix, f)
+        }
+    }
+}
+
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
+        (**self).visit_params(prefix, f)
+    }
+    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
+        (**self).visit_params_mut(prefix, f)
+    }
+}

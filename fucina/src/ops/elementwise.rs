@@ -1,0 +1,250 @@
+//! Elementwise ops: unary maps, broadcasting binary ops by axis name, where/mask, cast.
+
+use super::{contiguous_f32, finish, pos, F32View};
+use crate::backend::{BinaryOp, Strided, UnaryOp};
+use crate::dtype::DType;
+use crate::error::{FucinaError, Result};
+use crate::exec::ExecContext;
+use crate::storage::Buffer;
+use crate::tensor::axes::{Axes, BroadcastFrom};
+use crate::tensor::{RawTensor, Tensor};
+use half::slice::HalfFloatSliceExt;
+
+pub(crate) fn unary_raw(ctx: &ExecContext, op: UnaryOp, t: &RawTensor) -> Result<RawTensor> {
+    let x = contiguous_f32(ctx, t, "unary op")?;
+    let mut out = ctx.alloc(t.numel());
+    ctx.run(|k| k.unary(op, &x, &mut out));
+    finish(ctx, out, t.shape(), t.dtype())
+}
+
+/// Strides of `b` mapped onto the axes of `a` (0 where `b` lacks the axis), with size checks.
+pub(crate) fn broadcast_strides(
+    a_names: &[&'static str],
+    a_shape: &[usize],
+    b_names: &[&'static str],
+    b_shape: &[usize],
+    b_strides: &[usize],
+) -> Result<Vec<usize>> {
+    let mut st = vec![0; a_names.len()];
+    for (i, n) in b_names.iter().enumerate() {
+        let p = pos(a_names, n);
+        if b_shape[i] != a_shape[p] {
+            return Err(FucinaError::ShapeMismatch { axis: n.to_string(), left: a_shape[p], right: b_shape[i] });
+        }
+        st[p] = b_strides[i];
+    }
+    Ok(st)
+}
+
+pub(crate) fn binary_raw(
+    ctx: &ExecContext,
+    op: BinaryOp,
+    a: &RawTensor,
+    a_names: &[&'static str],
+    b: &RawTensor,
+    b_names: &[&'static str],
+) -> Result<RawTensor> {
+    for t in [a, b] {
+        if !t.dtype().is_float() {
+            return Err(FucinaError::UnsupportedDType { op: "binary op", dtype: t.dtype() });
+        }
+    }
+    let va = F32View::new(ctx, a, "binary op")?;
+    let vb = F32View::new(ctx, b, "binary op")?;
+    let bst = broadcast_strides(a_names, a.shape(), b_names, b.shape(), vb.strides())?;
+    let mut out = ctx.alloc(a.numel());
+    let shape = a.shape();
+    ctx.run(|k| k.binary(op, shape, va.strided(va.strides()), vb.strided(&bst), &mut out));
+    finish(ctx, out, shape, a.dtype().promote(b.dtype()))
+}
+
+macro_rules! unary_methods {
+    ($($(#[$m:meta])* $name:ident => $op:expr;)*) => {
+        impl<A: Axes> Tensor<A> {
+            $(
+                $(#[$m])*
+                pub fn $name(&self) -> Result<Tensor<A>> {
+                    let ctx = ExecContext::current();
+                    Tensor::from_raw(unary_raw(&ctx, $op, self.raw())?)
+                }
+            )*
+        }
+    };
+}
+
+unary_methods! {
+    /// `-x`.
+    neg => UnaryOp::Neg;
+    /// `e^x`.
+    exp => UnaryOp::Exp;
+    /// Natural logarithm.
+    log => UnaryOp::Log;
+    /// Square root.
+    sqrt => UnaryOp::Sqrt;
+    /// `1 / sqrt(x)`.
+    rsqrt => UnaryOp::Rsqrt;
+    /// Hyperbolic tangent.
+    tanh => UnaryOp::Tanh;
+    /// Logistic sigmoid.
+    sigmoid => UnaryOp::Sigmoid;
+    /// `max(x, 0)`.
+    relu => UnaryOp::Relu;
+    /// GELU with the exact erf (PyTorch's default).
+    gelu => UnaryOp::Gelu;
+    /// GELU, tanh approximation.
+    gelu_tanh => UnaryOp::GeluTanh;
+    /// `x * sigmoid(x)` (SiLU / swish).
+    silu => UnaryOp::Silu;
+    /// `ln(1 + e^x)`.
+    softplus => UnaryOp::Softplus;
+    /// `|x|`.
+    abs => UnaryOp::Abs;
+    /// `x^2`.
+    square => UnaryOp::Square;
+    /// `1 / x`.
+    recip => UnaryOp::Recip;
+}
+
+macro_rules! binary_methods {
+    ($($(#[$m:meta])* $name:ident => $op:expr;)*) => {
+        impl<A: Axes> Tensor<A> {
+            $(
+                $(#[$m])*
+                ///
+                /// `other` broadcasts by axis name: each of its axes must be an axis of `self`
+                /// (checked at compile time) with the same size (checked here).
+                pub fn $name<B: Axes>(&self, other: &Tensor<B>) -> Result<Tensor<A>>
+                where
+                    A: BroadcastFrom<B>,
+                {
+                    let ctx = ExecContext::current();
+                    let r = binary_raw(&ctx, $op, self.raw(), &A::names(), other.raw(), &B::names())?;
+                    Tensor::from_raw(r)
+                }
+            )*
+        }
+    };
+}
+
+binary_methods! {
+    /// Elementwise sum.
+    add => BinaryOp::Add;
+    /// Elementwise difference.
+    sub => BinaryOp::Sub;
+    /// Elementwise product.
+    mul => BinaryOp::Mul;
+    /// Elementwise quotient.
+    div => BinaryOp::Div;
+    /// Elementwise maximum.
+    maximum => BinaryOp::Max;
+    /// Elementwise minimum.
+    minimum => BinaryOp::Min;
+}
+
+impl<A: Axes> Tensor<A> {
+    /// `a * x + b` for scalars `a`, `b`.
+    pub fn affine(&self, a: f32, b: f32) -> Result<Tensor<A>> {
+        Tensor::from_raw(unary_raw(&ExecContext::current(), UnaryOp::Affine(a, b), self.raw())?)
+    }
+
+    /// `x * s`.
+    pub fn scale(&self, s: f32) -> Result<Tensor<A>> {
+        self.affine(s, 0.0)
+    }
+
+    /// `x + s`.
+    pub fn add_scalar(&self, s: f32) -> Result<Tensor<A>> {
+        self.affine(1.0, s)
+    }
+
+    /// `x^p`.
+    pub fn powf(&self, p: f32) -> Result<Tensor<A>> {
+        Tensor::from_raw(unary_raw(&ExecContext::current(), UnaryOp::Powf(p), self.raw())?)
+    }
+
+    /// `cond != 0 ? on_true : on_false`, with `cond` broadcasting by axis name.
+    pub fn where_cond<C: Axes>(cond: &Tensor<C>, on_true: &Tensor<A>, on_false: &Tensor<A>) -> Result<Tensor<A>>
+    where
+        A: BroadcastFrom<C>,
+    {
+        let ctx = ExecContext::current();
+        let names = A::names();
+        let shape = on_true.shape();
+        if on_false.shape() != shape {
+            let d = shape.iter().zip(on_false.shape()).position(|(a, b)| a != b).unwrap_or(0);
+            return Err(FucinaError::ShapeMismatch { axis: names[d].to_string(), left: shape[d], right: on_false.shape()[d] });
+        }
+        let cond_f = cast_raw(cond.raw(), DType::F32)?;
+        let vc = F32View::new(&ctx, &cond_f, "where")?;
+        let vt = F32View::new(&ctx, on_true.raw(), "where")?;
+        let vf = F32View::new(&ctx, on_false.raw(), "where")?;
+        let cst = broadcast_strides(&names, shape, &C::names(), cond.shape(), vc.strides())?;
+        let mut out = ctx.alloc(on_true.numel());
+        ctx.run(|k| k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out));
+        Tensor::from_raw(finish(&ctx, out, shape, on_true.dtype().promote(on_false.dtype()))?)
+    }
+
+    /// `value` where `mask != 0`, else `self`; `mask` broadcasts by axis name.
+    pub fn masked_fill<C: Axes>(&self, mask: &Tensor<C>, value: f32) -> Result<Tensor<A>>
+    where
+        A: BroadcastFrom<C>,
+    {
+        let ctx = ExecContext::current();
+        let names = A::names();
+        let shape = self.shape();
+        let mask_f = cast_raw(mask.raw(), DType::F32)?;
+        let vm = F32View::new(&ctx, &mask_f, "masked_fill")?;
+        let vx = F32View::new(&ctx, self.raw(), "masked_fill")?;
+        let mst = broadcast_strides(&names, shape, &C::names(), mask.shape(), vm.strides())?;
+        let fill = [value];
+        let zeros = vec![0usize; shape.len()];
+        let fill_view = Strided { data: &fill, offset: 0, strides: &zeros };
+        let mut out = ctx.alloc(self.numel());
+        ctx.run(|k| k.select(shape, vm.strided(&mst), fill_view, vx.strided(vx.strides()), &mut out));
+        Tensor::from_raw(finish(&ctx, out, shape, self.dtype())?)
+    }
+
+    /// Converts the elements to `dtype` (rounding to nearest even for half types).
+    pub fn cast(&self, dtype: DType) -> Result<Tensor<A>> {
+        Tensor::from_raw(cast_raw(self.raw(), dtype)?)
+    }
+}
+
+/// Casts any tensor to `dtype` as a new contiguous tensor (same tensor if already that dtype).
+pub(crate) fn cast_raw(t: &RawTensor, dtype: DType) -> Result<RawTensor> {
+    if t.dtype() == dtype {
+        return Ok(t.clone());
+    }
+    let shape = t.shape();
+    let buf = match (t.storage().buffer(), dtype) {
+        (Buffer::U32(_), DType::F32 | DType::F16 | DType::BF16) | (_, DType::U32) => {
+            let vals = t.to_f32_vec();
+            match dtype {
+                DType::U32 => {
+                    if let Some(bad) = vals.iter().find(|v| !(v.is_finite() && **v >= 0.0 && **v <= u32::MAX as f32)) {
+                        return Err(FucinaError::InvalidArgument {
+                            op: "cast",
+                            msg: format!("{bad} cannot be represented as u32"),
+                        });
+                    }
+                    Buffer::U32(vals.iter().map(|v| *v as u32).collect())
+                }
+                _ => return cast_raw(&RawTensor::from_buffer(Buffer::F32(vals), shape)?, dtype),
+            }
+        }
+        (_, DType::F32) => Buffer::F32(t.to_f32_vec()),
+        (_, DType::F16) => {
+            let src = t.to_f32_vec();
+            let mut v = vec![half::f16::ZERO; src.len()];
+            v.convert_from_f32_slice(&src);
+            Buffer::F16(v)
+        }
+        (_, DType::BF16) => {
+            let src = t.to_f32_vec();
+            let mut v = vec![half::bf16::ZERO; src.len()];
+            v.convert_from_f32_slice(&src);
+            Buffer::BF16(v)
+        }
+    };
+    RawTensor::from_buffer(buf, shape)
+}

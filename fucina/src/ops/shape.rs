@@ -1,0 +1,131 @@
+//! Views and layout ops: permute, rename, narrow, split, reshape, contiguous, concat.
+
+use super::{contiguous_f32, float_slice, finish, perm_to, pos, unpermute};
+use crate::error::{FucinaError, Result};
+use crate::exec::ExecContext;
+use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes, PermuteTo};
+use crate::tensor::Tensor;
+
+impl<A: Axes> Tensor<A> {
+    /// Reorders the axes into the layout `B` (same axes, any order); zero-copy.
+    pub fn permute<B: Axes>(&self) -> Result<Tensor<B>>
+    where
+        A: PermuteTo<B>,
+    {
+        let perm = perm_to(&A::names(), &B::names());
+        Tensor::from_raw(self.raw().with_layout(self.raw().layout().permuted(&perm))?)
+    }
+
+    /// Renames axis `X` to `Y` (which the tensor must not have); zero-copy.
+    pub fn rename<X: Axis, Y: Axis>(&self) -> Result<Tensor<<A as CanRename<X, Y>>::Out>>
+    where
+        A: CanRename<X, Y>,
+    {
+        Tensor::from_raw(self.raw().clone())
+    }
+
+    /// The elements `start..start+len` of axis `X`; zero-copy.
+    pub fn narrow<X: Axis>(&self, start: usize, len: usize) -> Result<Tensor<A>>
+    where
+        A: HasAxes<X>,
+    {
+        let d = pos(&A::names(), X::NAME);
+        let l = self.raw().layout().narrowed(d, start, len, X::NAME)?;
+        Tensor::from_raw(self.raw().with_layout(l)?)
+    }
+
+    /// Splits axis `X` into consecutive pieces of the given sizes (views).
+    pub fn split<X: Axis>(&self, sizes: &[usize]) -> Result<Vec<Tensor<A>>>
+    where
+        A: HasAxes<X>,
+    {
+        let total: usize = sizes.iter().sum();
+        let have = self.size::<X>();
+        if total != have {
+            return Err(FucinaError::ShapeMismatch { axis: X::NAME.to_string(), left: have, right: total });
+        }
+        let mut start = 0;
+        let mut out = Vec::with_capacity(sizes.len());
+        for s in sizes {
+            out.push(self.narrow::<X>(start, *s)?);
+            start += s;
+        }
+        Ok(out)
+    }
+
+    /// Splits axis `X` into `n` equal pieces.
+    pub fn chunk<X: Axis>(&self, n: usize) -> Result<Vec<Tensor<A>>>
+    where
+        A: HasAxes<X>,
+    {
+        let have = self.size::<X>();
+        if n == 0 || have % n != 0 {
+            return Err(FucinaError::InvalidArgument {
+                op: "chunk",
+                msg: format!("axis `{}` of size {have} does not split into {n} equal pieces", X::NAME),
+            });
+        }
+        self.split::<X>(&vec![have / n; n])
+    }
+
+    /// The same elements under new axes `B` and sizes; zero-copy when contiguous, else copies.
+    pub fn reshape<B: Axes>(&self, shape: &[usize]) -> Result<Tensor<B>> {
+        let n: usize = shape.iter().product();
+        if n != self.numel() {
+            return Err(FucinaError::ElementCount { shape: shape.to_vec(), expected: n, got: self.numel() });
+        }
+        let base = if self.is_contiguous() { self.clone() } else { self.contiguous()? };
+        let l = base.raw().layout().reshaped(shape)?;
+        Tensor::from_raw(base.raw().with_layout(l)?)
+    }
+
+    /// A dense row-major copy (or `self` if already dense).
+    pub fn contiguous(&self) -> Result<Tensor<A>> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let ctx = ExecContext::current();
+        let data = contiguous_f32(&ctx, self.raw(), "contiguous")?.to_vec();
+        Tensor::from_raw(finish(&ctx, data, self.shape(), self.dtype())?)
+    }
+
+    /// Joins tensors along axis `X`; all other sizes must agree.
+    pub fn concat<X: Axis>(parts: &[&Tensor<A>]) -> Result<Tensor<A>>
+    where
+        A: HasAxes<X>,
+    {
+        let first = parts.first().ok_or(FucinaError::InvalidArgument { op: "concat", msg: "no tensors".into() })?;
+        let names = A::names();
+        let d = pos(&names, X::NAME);
+        for p in parts.iter().skip(1) {
+            for (i, n) in names.iter().enumerate() {
+                if i != d && p.shape()[i] != first.shape()[i] {
+                    return Err(FucinaError::ShapeMismatch { axis: n.to_string(), left: first.shape()[i], right: p.shape()[i] });
+                }
+            }
+            if !p.dtype().is_float() {
+                return Err(FucinaError::UnsupportedDType { op: "concat", dtype: p.dtype() });
+            }
+        }
+        let ctx = ExecContext::current();
+        // Work with X as the leading axis, where concatenation is appending.
+        let mut perm = vec![d];
+        perm.extend((0..names.len()).filter(|i| *i != d));
+        let total: usize = parts.iter().map(|p| p.numel()).sum();
+        let mut out = ctx.alloc(total);
+        let mut at = 0;
+        let mut dtype = first.dtype();
+        for p in parts {
+            dtype = dtype.promote(p.dtype());
+            let l = p.raw().layout().permuted(&perm);
+            let src = float_slice(p.raw(), "concat")?;
+            let dst = &mut out[at..at + p.numel()];
+            ctx.run(|k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), dst));
+            at += p.numel();
+        }
+        let mut shape: Vec<usize> = perm.iter().map(|&i| first.shape()[i]).collect();
+        shape[0] = parts.iter().map(|p| p.shape()[d]).sum();
+        let res = finish(&ctx, out, &shape, dtype)?;
+        Tensor::from_raw(unpermute(res, &perm)?)
+    }
+}

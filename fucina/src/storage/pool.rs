@@ -1,0 +1,111 @@
+//! A thread-safe pool of f32 buffers bucketed by power-of-two capacity.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Reuses f32 buffers so the steady state of a loop allocates nothing.
+#[derive(Debug)]
+pub struct BufferPool {
+    inner: Mutex<PoolInner>,
+    max_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct PoolInner {
+    buckets: HashMap<u32, Vec<Vec<f32>>>,
+    bytes: usize,
+    hits: u64,
+    misses: u64,
+}
+
+/// Counters describing pool use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Requests served from the pool.
+    pub hits: u64,
+    /// Requests that allocated.
+    pub misses: u64,
+    /// Bytes held by idle buffers.
+    pub idle_bytes: usize,
+}
+
+fn bucket(len: usize) -> u32 {
+    len.max(1).next_power_of_two().trailing_zeros()
+}
+
+impl BufferPool {
+    /// A pool that keeps at most `max_bytes` of idle buffers.
+    pub fn new(max_bytes: usize) -> BufferPool {
+        BufferPool { inner: Mutex::new(PoolInner::default()), max_bytes }
+    }
+
+    /// A zero-filled buffer of `len` elements, reused when one is idle.
+    pub fn take_zeroed(&self, len: usize) -> Vec<f32> {
+        let b = bucket(len);
+        let reused = {
+            let mut g = self.lock();
+            let v = g.buckets.get_mut(&b).and_then(Vec::pop);
+            match &v {
+                Some(buf) => {
+                    g.hits += 1;
+                    g.bytes -= buf.capacity() * 4;
+                }
+                None => g.misses += 1,
+            }
+            v
+        };
+        match reused {
+            Some(mut v) => {
+                v.clear();
+                v.resize(len, 0.0);
+                v
+            }
+            None => {
+                let mut v = Vec::with_capacity(1usize << b);
+                v.resize(len, 0.0);
+                v
+            }
+        }
+    }
+
+    /// Returns a buffer to the pool (dropped if the pool is full or it is tiny).
+    pub fn put(&self, v: Vec<f32>) {
+        let cap = v.capacity();
+        if cap < 64 || !cap.is_power_of_two() {
+            return;
+        }
+        let mut g = self.lock();
+        if g.bytes + cap * 4 > self.max_bytes {
+            return;
+        }
+        g.bytes += cap * 4;
+        g.buckets.entry(bucket(cap)).or_default().push(v);
+    }
+
+    /// Hit/miss counters and idle bytes.
+    pub fn stats(&self) -> PoolStats {
+        let g = self.lock();
+        PoolStats { hits: g.hits, misses: g.misses, idle_bytes: g.bytes }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolInner> {
+        // A poisoned pool only means a panic elsewhere; its buffers are still valid.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_buffers_by_bucket() {
+        let p = BufferPool::new(1 << 20);
+        let a = p.take_zeroed(100);
+        assert_eq!(a.len(), 100);
+        p.put(a);
+        let b = p.take_zeroed(120);
+        assert!(b.iter().all(|x| *x == 0.0));
+        assert_eq!(p.stats().hits, 1);
+    }
+}
