@@ -35,13 +35,13 @@ pub use dtype::DType;
 pub use error::{FucinaError, Result};
 pub use exec::{ExecConfig, ExecContext};
 pub use fucina_macros::{axes, axis, einsum, Module};
+pub use nn::Module;
 pub use tensor::{RawTensor, Tensor};
 
 /// Everything a model file needs: the macros, `Tensor`, `Module`, the standard axes.
 pub mod prelude {
     pub use crate::axis::*;
     pub use crate::formats::safetensors::ModuleIo;
-    pub use crate::nn::Module;
     pub use crate::ops::{Conv1dOptions, Padding};
-    pub use crate::{axes, axis, einsum, BackendKind, DType, ExecConfig, ExecContext, FucinaError, Result, Tensor};
+    pub use crate::{axes, axis, einsum, BackendKind, DType, ExecConfig, ExecContext, FucinaError, Module, Result, Tensor};
 }

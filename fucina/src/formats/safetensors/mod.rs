@@ -78,7 +78,7 @@ impl SafeTensors {
 
     /// A tensor copied out of the map.
     pub fn load(&self, name: &str) -> Result<RawTensor> {
-        let info = &self.tensors[name.to_string().as_str().to_owned().as_str()];
+        let info = self.tensors.get(name).ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
         let bytes = self.bytes(name)?;
         let buf = Buffer::from_le_bytes(info.dtype, bytes).ok_or_else(|| err(format!("tensor `{name}`: ragged data")))?;
         RawTensor::from_buffer(buf, &info.shape)

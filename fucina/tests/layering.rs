@@ -1,0 +1,60 @@
+//! The layer rule: a module of `fucina` may use only modules of its own band or below.
+//! Bands, bottom up: error/dtype/storage/rng, tensor/axis, backend, exec/ops, autograd,
+//! nn/optim, formats/quant. This test reads every source file and fails on an upward `crate::` path.
+
+use std::path::Path;
+
+fn band(module: &str) -> Option<u32> {
+    Some(match module {
+        "error" | "dtype" | "storage" | "rng" => 0,
+        "tensor" | "axis" => 1,
+        "backend" => 2,
+        "exec" | "ops" => 3,
+        "autograd" => 4,
+        "nn" | "optim" | "train" => 5,
+        "formats" | "quant" => 6,
+        _ => return None,
+    })
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_module_imports_from_a_higher_band() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let top = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+        let Some(own) = band(&top) else { continue };
+        let text = std::fs::read_to_string(f).unwrap();
+        for (ln, line) in text.lines().enumerate() {
+            let mut rest = line;
+            while let Some(i) = rest.find("crate::") {
+                let after = &rest[i + 7..];
+                let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if let Some(b) = band(&name) {
+                    checked += 1;
+                    if b > own {
+                        violations.push(format!("{}:{}: `{top}` (band {own}) uses `{name}` (band {b})", rel.display(), ln + 1));
+                    }
+                }
+                rest = after;
+            }
+        }
+    }
+    assert!(checked > 20, "the scan found too few crate:: paths ({checked}); is it reading the sources?");
+    assert!(violations.is_empty(), "upward imports:\n{}", violations.join("\n"));
+}

@@ -1,0 +1,228 @@
+//! Parity suite: every op on the native backend agrees with the scalar spec,
+//! over random shapes with odd sizes, size-1 axes and non-contiguous views.
+//!
+//! Tolerances: elementwise maps 2e-6 abs + 2e-6 rel (SIMD exp/tanh are within ~2 ulp);
+//! reductions and GEMM 1e-5 + 1e-5 * sqrt(len) relative (summation order differs).
+
+mod common;
+
+use common::{assert_close, contexts, values, Sizes};
+use fucina::prelude::*;
+
+axis!(pub a, pub b, pub c, pub d);
+
+/// Runs `f` on both backends and returns (scalar, native) results.
+fn on_both<T>(f: impl Fn() -> T) -> (T, T) {
+    let (s, n) = contexts();
+    (s.scope(&f), n.scope(&f))
+}
+
+/// A `[a, b, c]` tensor; with `transposed`, a non-contiguous view built from `[c, b, a]` storage.
+fn tensor3(seed: u64, sa: usize, sb: usize, sc: usize, transposed: bool) -> Tensor<axes![a, b, c]> {
+    let v = values(seed, sa * sb * sc);
+    if transposed {
+        Tensor::<axes![c, b, a]>::from_vec(v, &[sc, sb, sa]).unwrap().permute::<axes![a, b, c]>().unwrap()
+    } else {
+        Tensor::from_vec(v, &[sa, sb, sc]).unwrap()
+    }
+}
+
+fn shapes(seed: u64, n: usize) -> Vec<(usize, usize, usize, bool)> {
+    let mut s = Sizes::new(seed);
+    let mut v = vec![(1, 1, 1, false), (1, 7, 1, true), (3, 1, 33, true)];
+    for i in 0..n {
+        v.push((s.pick(1, 9), s.pick(1, 17), s.pick(1, 70), i % 2 == 1));
+    }
+    v
+}
+
+#[test]
+fn unary_ops() {
+    type Op = fn(&Tensor<axes![a, b, c]>) -> fucina::Result<Tensor<axes![a, b, c]>>;
+    let ops: Vec<(&str, Op)> = vec![
+        ("neg", |t| t.neg()),
+        ("exp", |t| t.scale(8.0)?.exp()),
+        ("log", |t| t.abs()?.add_scalar(0.01)?.log()),
+        ("sqrt", |t| t.abs()?.sqrt()),
+        ("rsqrt", |t| t.abs()?.add_scalar(0.1)?.rsqrt()),
+        ("tanh", |t| t.scale(5.0)?.tanh()),
+        ("sigmoid", |t| t.scale(9.0)?.sigmoid()),
+        ("relu", |t| t.relu()),
+        ("gelu", |t| t.scale(4.0)?.gelu()),
+        ("gelu_tanh", |t| t.scale(4.0)?.gelu_tanh()),
+        ("silu", |t| t.scale(6.0)?.silu()),
+        ("softplus", |t| t.scale(30.0)?.softplus()),
+        ("square", |t| t.square()),
+        ("recip", |t| t.add_scalar(2.0)?.recip()),
+        ("powf", |t| t.abs()?.powf(1.7)),
+    ];
+    for (i, (sa, sb, sc, tr)) in shapes(1, 12).into_iter().enumerate() {
+        let x = tensor3(i as u64, sa, sb, sc, tr);
+        for (name, op) in &ops {
+            let (s, n) = on_both(|| op(&x).unwrap().to_f32_vec());
+            assert_close(&format!("{name} {sa}x{sb}x{sc} t={tr}"), &n, &s, 2e-6, 4e-6);
+        }
+    }
+}
+
+#[test]
+fn binary_ops_broadcast_by_name() {
+    for (i, (sa, sb, sc, tr)) in shapes(2, 12).into_iter().enumerate() {
+        let x = tensor3(100 + i as u64, sa, sb, sc, tr);
+        let y = tensor3(200 + i as u64, sa, sb, sc, !tr);
+        let row = Tensor::<axes![c]>::from_vec(values(7, sc), &[sc]).unwrap().add_scalar(3.0).unwrap();
+        let ca = Tensor::<axes![c, a]>::from_vec(values(8, sc * sa), &[sc, sa]).unwrap();
+        let (s, n) = on_both(|| {
+            vec![
+                x.add(&y).unwrap().to_f32_vec(),
+                x.sub(&y).unwrap().to_f32_vec(),
+                x.mul(&y).unwrap().to_f32_vec(),
+                x.div(&row).unwrap().to_f32_vec(),
+                x.maximum(&ca).unwrap().to_f32_vec(),
+                x.minimum(&y).unwrap().to_f32_vec(),
+                x.add(&row).unwrap().to_f32_vec(),
+            ]
+        });
+        for (k, (sv, nv)) in s.iter().zip(&n).enumerate() {
+            assert_close(&format!("binary #{k} {sa}x{sb}x{sc}"), nv, sv, 1e-6, 1e-6);
+        }
+    }
+}
+
+#[test]
+fn reductions_softmax_norms() {
+    for (i, (sa, sb, sc, tr)) in shapes(3, 10).into_iter().enumerate() {
+        let x = tensor3(300 + i as u64, sa, sb, sc, tr).scale(3.0).unwrap();
+        let w = Tensor::<axes![c]>::from_vec(values(9, sc), &[sc]).unwrap();
+        let bias = Tensor::<axes![c]>::from_vec(values(10, sc), &[sc]).unwrap();
+        let wb = Tensor::<axes![b]>::from_vec(values(11, sb), &[sb]).unwrap();
+        let (s, n) = on_both(|| {
+            vec![
+                x.sum::<c>().unwrap().to_f32_vec(),
+                x.sum::<b>().unwrap().to_f32_vec(),
+                x.sum::<(a, c)>().unwrap().to_f32_vec(),
+                x.mean::<a>().unwrap().to_f32_vec(),
+                x.max::<b>().unwrap().to_f32_vec(),
+                x.min::<c>().unwrap().to_f32_vec(),
+                x.logsumexp::<c>().unwrap().to_f32_vec(),
+                x.logsumexp::<a>().unwrap().to_f32_vec(),
+                x.softmax::<c>().unwrap().to_f32_vec(),
+                x.softmax::<b>().unwrap().to_f32_vec(),
+                x.log_softmax::<a>().unwrap().to_f32_vec(),
+                x.rms_norm::<c>(Some(&w), 1e-6).unwrap().to_f32_vec(),
+                x.rms_norm::<b>(Some(&wb), 1e-5).unwrap().to_f32_vec(),
+                x.layer_norm::<c>(Some(&w), Some(&bias), 1e-5).unwrap().to_f32_vec(),
+                x.layer_norm::<b>(None, None, 1e-5).unwrap().to_f32_vec(),
+            ]
+        });
+        for (k, (sv, nv)) in s.iter().zip(&n).enumerate() {
+            let tol = 1e-5 * ((sa * sb * sc) as f32).sqrt();
+            assert_close(&format!("reduce #{k} {sa}x{sb}x{sc} t={tr}"), nv, sv, tol, tol);
+        }
+    }
+}
+
+#[test]
+fn gemm_shapes_layouts_and_dtypes() {
+    let mut sz = Sizes::new(4);
+    let mut cases: Vec<(usize, usize, usize)> =
+        vec![(1, 1, 1), (1, 300, 17), (2, 33, 129), (6, 16, 256), (7, 17, 257), (13, 1, 5), (97, 65, 300)];
+    for _ in 0..10 {
+        cases.push((sz.pick(1, 80), sz.pick(1, 80), sz.pick(1, 300)));
+    }
+    for (ci, (m, n, k)) in cases.into_iter().enumerate() {
+        let seed = 400 + ci as u64 * 3;
+        let x = Tensor::<axes![a, b]>::from_vec(values(seed, m * k), &[m, k]).unwrap();
+        let w = Tensor::<axes![c, b]>::from_vec(values(seed + 1, n * k), &[n, k]).unwrap();
+        let wt = Tensor::<axes![b, c]>::from_vec(values(seed + 2, k * n), &[k, n]).unwrap();
+        let xt = Tensor::<axes![b, a]>::from_vec(values(seed, m * k), &[k, m]).unwrap();
+        let tol = 2e-6 * (k as f32).sqrt() + 1e-6;
+        let (s, nv) = on_both(|| {
+            vec![
+                x.contract::<b, _>(&w).unwrap().to_f32_vec(),
+                x.contract::<b, _>(&wt).unwrap().to_f32_vec(),
+                xt.contract::<b, _>(&w).unwrap().to_f32_vec(),
+                x.contract::<b, _>(&w.cast(DType::BF16).unwrap()).unwrap().to_f32_vec(),
+                x.cast(DType::F16).unwrap().contract::<b, _>(&wt.cast(DType::F16).unwrap()).unwrap().to_f32_vec(),
+            ]
+        });
+        for (kk, (a1, b1)) in s.iter().zip(&nv).enumerate() {
+            let t = if kk == 4 { 2e-3 * (k as f32).sqrt() } else { tol };
+            assert_close(&format!("gemm #{kk} m={m} n={n} k={k}"), b1, a1, t, t);
+        }
+    }
+}
+
+#[test]
+fn batched_contraction_and_multi_axis_groups() {
+    // [a=batch, b=m, d=k] x [a, d, c=n] and a two-axis contraction over (b, d).
+    let (ba, m, k, n) = (3, 5, 19, 7);
+    let x = Tensor::<axes![a, b, d]>::from_vec(values(500, ba * m * k), &[ba, m, k]).unwrap();
+    let y = Tensor::<axes![a, d, c]>::from_vec(values(501, ba * k * n), &[ba, k, n]).unwrap();
+    let yt = Tensor::<axes![c, d, a]>::from_vec(values(502, ba * k * n), &[n, k, ba]).unwrap();
+    let z = Tensor::<axes![b, d, c]>::from_vec(values(503, m * k * n), &[m, k, n]).unwrap();
+    let (s, nv) = on_both(|| {
+        vec![
+            einsum!(x, y; d ->).unwrap().to_f32_vec(),
+            einsum!(x, yt; d -> c b a).unwrap().to_f32_vec(),
+            x.contract::<(b, d), _>(&z).unwrap().to_f32_vec(),
+        ]
+    });
+    for (i, (p, q)) in s.iter().zip(&nv).enumerate() {
+        assert_close(&format!("batched #{i}"), q, p, 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn conv1d_gather_embedding_concat_where_copy() {
+    axis!(pub bt, pub ci, pub co, pub t, pub kk, pub v, pub h, pub s);
+    for (cin, cout, len, k, dil) in [(1, 1, 1, 1, 1), (3, 5, 40, 3, 2), (8, 4, 67, 2, 16), (2, 6, 9, 5, 1)] {
+        let x = Tensor::<axes![bt, ci, t]>::from_vec(values(600, 2 * cin * len), &[2, cin, len]).unwrap();
+        let w = Tensor::<axes![co, ci, kk]>::from_vec(values(601, cout * cin * k), &[cout, cin, k]).unwrap();
+        let b = Tensor::<axes![co]>::from_vec(values(602, cout), &[cout]).unwrap();
+        for padding in [Padding::Causal, Padding::Same] {
+            let opts = Conv1dOptions { dilation: dil, padding };
+            let (p, q) = on_both(|| x.conv1d(&w, Some(&b), opts).unwrap().to_f32_vec());
+            assert_close(&format!("conv1d {cin}->{cout} len={len} k={k} d={dil} {padding:?}"), &q, &p, 1e-5, 1e-5);
+        }
+    }
+    let table = Tensor::<axes![v, h]>::from_vec(values(610, 11 * 6), &[11, 6]).unwrap();
+    let ids = Tensor::<axes![bt, s]>::from_vec(vec![0u32, 10, 3, 3, 7, 1], &[2, 3]).unwrap();
+    let (p, q) = on_both(|| table.embedding(&ids).unwrap().to_f32_vec());
+    assert_close("embedding", &q, &p, 0.0, 0.0);
+
+    let src = tensor3(620, 4, 5, 6, true);
+    let idx = Tensor::<axes![a, b, c]>::from_vec((0..4 * 2 * 6).map(|i| (i * 7 % 5) as u32).collect(), &[4, 2, 6]).unwrap();
+    let (p, q) = on_both(|| src.gather::<b>(&idx).unwrap().to_f32_vec());
+    assert_close("gather", &q, &p, 0.0, 0.0);
+
+    let x1 = tensor3(630, 3, 2, 5, false);
+    let x2 = tensor3(631, 3, 4, 5, true);
+    let mask = Tensor::<axes![c]>::from_vec(vec![1.0f32, 0.0, 1.0, 0.0, 0.0], &[5]).unwrap();
+    let (p, q) = on_both(|| {
+        vec![
+            Tensor::concat::<b>(&[&x1, &x2]).unwrap().to_f32_vec(),
+            Tensor::where_cond(&mask, &x1, &x1.neg().unwrap()).unwrap().to_f32_vec(),
+            x2.masked_fill(&mask, -1e9).unwrap().to_f32_vec(),
+            x2.contiguous().unwrap().to_f32_vec(),
+            x2.cast(DType::BF16).unwrap().permute::<axes![c, a, b]>().unwrap().contiguous().unwrap().to_f32_vec(),
+        ]
+    });
+    for (i, (a1, b1)) in p.iter().zip(&q).enumerate() {
+        assert_close(&format!("layout op #{i}"), b1, a1, 0.0, 0.0);
+    }
+}
+
+#[test]
+fn random_streams_do_not_depend_on_backend_or_threads() {
+    let mk = |backend, threads| {
+        let ctx = ExecContext::new(ExecConfig { backend, threads: Some(threads), seed: 42, ..ExecConfig::default() }).unwrap();
+        let n = ctx.randn::<axes![a]>(&[10_001], 0.0, 1.0).unwrap().to_f32_vec();
+        let u = ctx.rand_uniform::<axes![a, b]>(&[33, 7], -1.0, 1.0).unwrap().to_f32_vec();
+        (n, u, ctx.rng_counter())
+    };
+    let base = mk(BackendKind::Scalar, 1);
+    assert_eq!(base, mk(BackendKind::Native, 1));
+    assert_eq!(base, mk(BackendKind::Native, 2));
+    assert!(base.1.iter().all(|v| (-1.0..1.0).contains(v)));
+}
