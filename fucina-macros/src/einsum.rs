@@ -46,7 +46,7 @@ impl Parse for EinsumInput {
             inputs.push(parse_axis_run(input)?);
         }
         if !input.peek(Token![->]) {
-            return Err(input.error("einsum!: the spec needs `->`, e.g. `einsum!(x, w; in ->)`"));
+            return Err(syn::Error::new(input.span(), "einsum!: the spec needs `->`, e.g. `einsum!(x, w; in ->)`"));
         }
         let arrow = input.parse::<Token![->]>()?.spans[0];
         let output = parse_axis_run(input)?;

@@ -1,0 +1,1 @@
+//! trybuild UI tests for fucina's compile-time axis checks; see `tests/ui/`.

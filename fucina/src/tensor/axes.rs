@@ -237,6 +237,7 @@ macro_rules! presence_check {
         #[doc(hidden)]
         #[diagnostic::on_unimplemented(message = $msg, label = $label, note = $note)]
         pub trait $leaf<X, Shown> {}
+        #[diagnostic::do_not_recommend]
         impl<X, Shown> $leaf<X, Shown> for $want {}
 
         $(#[$m])*

@@ -1,0 +1,6 @@
+use fucina::prelude::*;
+
+fn main() -> Result<()> {
+    let _x = Tensor::<axes![batch, self]>::zeros(&[2, 3])?;
+    Ok(())
+}

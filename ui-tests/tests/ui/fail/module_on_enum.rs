@@ -1,0 +1,8 @@
+use fucina::prelude::*;
+
+#[derive(Module)]
+enum Choice {
+    A(Tensor<axes![hidden]>),
+}
+
+fn main() {}
