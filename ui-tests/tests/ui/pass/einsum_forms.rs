@@ -16,7 +16,7 @@ fn main() -> Result<()> {
     assert_eq!(b.shape(), &[5, 2, 3]);
     assert_eq!(c.to_f32_vec()[0], 12.0);
     assert_eq!(s.shape(), &[2, 3, 6]);
-    assert_eq!(t.to_f32_vec()[0], 6.0);
+    assert_eq!(t.to_f32_vec()[0], 3.0); // summed over seq (3)
     assert_eq!(n.to_f32_vec()[0], 4.0);
     Ok(())
 }
