@@ -1,6 +1,6 @@
 //! Native elementwise kernels: unary maps, broadcasting binary ops, strided copies.
 
-use super::simd::{self, Fused, Level, MulAdd, Unfused};
+use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::{binary_scalar, strided_offset, unary_scalar, BinaryOp, FloatSlice, Strided, UnaryOp};
 use rayon::prelude::*;
 
@@ -47,8 +47,8 @@ unsafe fn unary_avx2(op: UnaryOp, x: &[f32], y: &mut [f32]) {
 fn unary_chunk(op: UnaryOp, x: &[f32], y: &mut [f32]) {
     match simd::level() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: Avx2Fma is chosen only when the CPU has AVX2 and FMA.
-        Level::Avx2Fma => unsafe { unary_avx2(op, x, y) },
+        // SAFETY: has_avx2 holds only when the CPU has AVX2 and FMA.
+        l if l.has_avx2() => unsafe { unary_avx2(op, x, y) },
         _ => unary_body::<Unfused>(op, x, y),
     }
 }
@@ -100,8 +100,8 @@ unsafe fn binary_row_avx2(op: BinaryOp, a: &[f32], sa: usize, b: &[f32], sb: usi
 fn binary_row(op: BinaryOp, a: &[f32], sa: usize, b: &[f32], sb: usize, out: &mut [f32]) {
     match simd::level() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: Avx2Fma is chosen only when the CPU has AVX2 and FMA.
-        Level::Avx2Fma => unsafe { binary_row_avx2(op, a, sa, b, sb, out) },
+        // SAFETY: has_avx2 holds only when the CPU has AVX2 and FMA.
+        l if l.has_avx2() => unsafe { binary_row_avx2(op, a, sa, b, sb, out) },
         _ => binary_row_body(op, a, sa, b, sb, out),
     }
 }

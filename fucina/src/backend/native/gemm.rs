@@ -1,19 +1,23 @@
-//! Blocked, packed f32 GEMM (BLIS loop order) with an AVX2/FMA 6x16 micro-kernel.
+//! Blocked, packed f32 GEMM (BLIS loop order) with AVX-512 (12x32), AVX2/FMA (6x16)
+//! and portable (6x16) micro-kernels chosen at run time.
 //!
 //! Loops: for each K block (KC) B is packed once into NR-wide panels; then tasks
-//! over (M block of MC rows) x (N chunk) run in parallel, each packing its A block
+//! over (M block of `mc` rows) x (N chunk) run in parallel, each packing its A block
 //! into MR-tall panels and sweeping micro-tiles. f16/bf16 operands are widened to
-//! f32 while packing, so the micro-kernel only sees f32 and accumulates in f32.
+//! f32 while packing, so the micro-kernels only see f32 and accumulate in f32.
 
 use super::simd::{self, Level};
 use crate::backend::{FloatSlice, Gemm, MatRef};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
-const MR: usize = 6;
-const NR: usize = 16;
 const KC: usize = 256;
-const MC: usize = 16 * MR;
-const NCHUNK: usize = 256;
+/// Rows of A per block when one thread runs (A block of 96..144 rows fits in L2).
+const MC_ROWS: usize = 96;
+const MC_ROWS_MAX: usize = 144;
+
+/// A micro-kernel `C[0..MR, 0..NR] += Apanel * Bpanel` over `kc` steps.
+type MicroKernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize);
 
 /// A raw pointer to C that tasks share; each task writes a disjoint set of tiles.
 #[derive(Clone, Copy)]
@@ -55,6 +59,20 @@ fn is_f32<'a>(m: &MatRef<'a>) -> Option<&'a [f32]> {
 
 /// One product `c = A[bt] * B[bt]`, `c` contiguous `m x n`.
 fn gemm_one(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) {
+    if gemv(g, bt, c, parallel) {
+        return;
+    }
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => blocked::<12, 32>(g, bt, c, parallel, kernel_avx512),
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2Fma => blocked::<6, 16>(g, bt, c, parallel, kernel_avx2),
+        _ => blocked::<6, 16>(g, bt, c, parallel, kernel_portable::<6, 16>),
+    }
+}
+
+/// The skinny-left-operand (decode-style mat-vec) paths; false when they do not apply.
+fn gemv(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) -> bool {
     let (m, n, k) = (g.m, g.n, g.k);
     let a0 = g.a.offset + bt * g.a.bs;
     let b0 = g.b.offset + bt * g.b.bs;
@@ -63,51 +81,87 @@ fn gemm_one(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) {
         if let (Some(a), Some(b)) = (is_f32(&g.a), is_f32(&g.b)) {
             if g.b.rs == 1 && g.a.cs == 1 {
                 gemv_dot(a, a0, g.a.rs, b, b0, g.b.cs, m, n, k, c, parallel);
-                return;
+                return true;
             }
             if g.b.cs == 1 {
                 gemv_axpy(a, a0, g.a.rs, g.a.cs, b, b0, g.b.rs, m, n, k, c);
-                return;
+                return true;
             }
         }
     }
+    false
+}
+
+/// The packed, blocked product with an `MR x NR` micro-kernel.
+fn blocked<const MR: usize, const NR: usize>(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool, kern: MicroKernel) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a0 = g.a.offset + bt * g.a.bs;
+    let b0 = g.b.offset + bt * g.b.bs;
     c.fill(0.0);
     let n_pad = n.div_ceil(NR) * NR;
-    let mut bp = vec![0.0f32; KC.min(k) * n_pad];
+    let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
+    // Row blocks: MC rows normally; smaller so that every thread gets at least two blocks.
+    let mc = if threads > 1 { m.div_ceil(2 * threads).div_ceil(MR).max(2) * MR } else { MC_ROWS.div_ceil(MR) * MR };
+    let mc = mc.min(MC_ROWS_MAX.div_ceil(MR) * MR);
+    let m_blocks = m.div_ceil(mc);
+    // Column chunks only when there are too few row blocks to keep the threads busy.
+    let n_chunks = if m_blocks >= 2 * threads { 1 } else { (2 * threads).div_ceil(m_blocks).min(n.div_ceil(NR)) };
+    let nchunk = n.div_ceil(n_chunks).div_ceil(NR) * NR;
+    let n_chunks = n.div_ceil(nchunk);
     let cp = CPtr(c.as_mut_ptr());
-    let mut pc = 0;
-    while pc < k {
-        let kc = KC.min(k - pc);
-        let bp = &mut bp[..kc * n_pad];
-        let pack_panel = |(jp, panel): (usize, &mut [f32])| pack_b(&g.b, b0, pc, kc, jp * NR, n, panel);
-        if parallel {
-            bp.par_chunks_mut(kc * NR).enumerate().for_each(pack_panel);
-        } else {
-            bp.chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+    with_buffer(&BPACK, KC.min(k) * n_pad, |bp_all| {
+        let mut pc = 0;
+        while pc < k {
+            let kc = KC.min(k - pc);
+            let bp = &mut bp_all[..kc * n_pad];
+            let pack_panel = |(jp, panel): (usize, &mut [f32])| pack_b::<NR>(&g.b, b0, pc, kc, jp * NR, n, panel);
+            if parallel {
+                bp.par_chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+            } else {
+                bp.chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+            }
+            let bp: &[f32] = bp;
+            let task = |t: usize| {
+                let (ib, jb) = (t / n_chunks, t % n_chunks);
+                let (i0, rows) = (ib * mc, mc.min(m - ib * mc));
+                let (j0, cols) = (jb * nchunk, nchunk.min(n - jb * nchunk));
+                with_buffer(&APACK, rows.div_ceil(MR) * MR * kc, |ap| {
+                    pack_a::<MR>(&g.a, a0, i0, rows, pc, kc, ap);
+                    // SAFETY: task (ib, jb) writes only rows i0..i0+rows and columns j0..j0+cols of C.
+                    unsafe { macro_block::<MR, NR>(ap, bp, kc, i0, rows, j0, cols, n, cp, kern) };
+                });
+            };
+            if parallel {
+                (0..m_blocks * n_chunks).into_par_iter().for_each(task);
+            } else {
+                (0..m_blocks * n_chunks).for_each(task);
+            }
+            pc += kc;
         }
-        let bp: &[f32] = bp;
-        let m_blocks = m.div_ceil(MC);
-        let n_chunks = n.div_ceil(NCHUNK);
-        let task = |t: usize| {
-            let (ib, jb) = (t / n_chunks, t % n_chunks);
-            let (i0, mc) = (ib * MC, MC.min(m - ib * MC));
-            let (j0, nc) = (jb * NCHUNK, NCHUNK.min(n - jb * NCHUNK));
-            let mut ap = vec![0.0f32; mc.div_ceil(MR) * MR * kc];
-            pack_a(&g.a, a0, i0, mc, pc, kc, &mut ap);
-            // SAFETY: task (ib, jb) writes only rows i0..i0+mc and columns j0..j0+nc of C.
-            unsafe { macro_block(&ap, bp, kc, i0, mc, j0, nc, n, cp) };
-        };
-        if parallel {
-            (0..m_blocks * n_chunks).into_par_iter().for_each(task);
-        } else {
-            (0..m_blocks * n_chunks).for_each(task);
+    });
+}
+
+thread_local! {
+    static APACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static BPACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a thread-local scratch buffer of at least `len` floats (contents unspecified).
+fn with_buffer<R>(key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < len {
+                v.resize(len, 0.0);
+            }
+            f(&mut v[..len])
         }
-        pc += kc;
-    }
+        // Re-entered on this thread (a nested gemm): use a fresh buffer.
+        Err(_) => f(&mut vec![0.0f32; len]),
+    })
 }
 
 /// Packs `B[pc..pc+kc, j0..j0+NR]` into `panel[p*NR + jj]`, zero-padding past `n`.
-fn pack_b(b: &MatRef<'_>, b0: usize, pc: usize, kc: usize, j0: usize, n: usize, panel: &mut [f32]) {
+fn pack_b<const NR: usize>(b: &MatRef<'_>, b0: usize, pc: usize, kc: usize, j0: usize, n: usize, panel: &mut [f32]) {
     let cols = NR.min(n - j0);
     if let (FloatSlice::F32(s), 1) = (b.data, b.cs) {
         for p in 0..kc {
@@ -138,11 +192,22 @@ fn pack_b(b: &MatRef<'_>, b0: usize, pc: usize, kc: usize, j0: usize, n: usize, 
 }
 
 /// Packs `A[i0..i0+mc, pc..pc+kc]` into MR-row panels `ap[ip*kc*MR + p*MR + ii]`.
-fn pack_a(a: &MatRef<'_>, a0: usize, i0: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
+fn pack_a<const MR: usize>(a: &MatRef<'_>, a0: usize, i0: usize, mc: usize, pc: usize, kc: usize, ap: &mut [f32]) {
     for (ip, panel) in ap.chunks_mut(kc * MR).enumerate() {
         let rows = MR.min(mc - ip * MR);
         if rows < MR {
             panel.fill(0.0);
+        }
+        if let (FloatSlice::F32(src), 1, true) = (a.data, a.cs, rows == MR) {
+            // Row-major A, full panel: read MR rows side by side, write the panel sequentially.
+            let base = a0 + (i0 + ip * MR) * a.rs + pc;
+            let r: [&[f32]; MR] = std::array::from_fn(|ii| &src[base + ii * a.rs..base + ii * a.rs + kc]);
+            for (p, out) in panel.chunks_exact_mut(MR).enumerate() {
+                for ii in 0..MR {
+                    out[ii] = r[ii][p];
+                }
+            }
+            continue;
         }
         for ii in 0..rows {
             let base = a0 + (i0 + ip * MR + ii) * a.rs + pc * a.cs;
@@ -168,9 +233,19 @@ fn pack_a(a: &MatRef<'_>, a0: usize, i0: usize, mc: usize, pc: usize, kc: usize,
 /// `c` must point to a row-major `? x ldc` matrix that contains rows `i0..i0+mc` and
 /// columns `j0..j0+nc`, and no other thread may access that region meanwhile.
 #[allow(clippy::too_many_arguments)]
-unsafe fn macro_block(ap: &[f32], bp: &[f32], kc: usize, i0: usize, mc: usize, j0: usize, nc: usize, ldc: usize, c: CPtr) {
-    let lvl = simd::level();
-    let mut tmp = [0.0f32; MR * NR];
+unsafe fn macro_block<const MR: usize, const NR: usize>(
+    ap: &[f32],
+    bp: &[f32],
+    kc: usize,
+    i0: usize,
+    mc: usize,
+    j0: usize,
+    nc: usize,
+    ldc: usize,
+    c: CPtr,
+    kern: MicroKernel,
+) {
+    let mut tmp = vec![0.0f32; MR * NR];
     let mut jr = 0;
     while jr < nc {
         let cols = NR.min(nc - jr);
@@ -182,12 +257,13 @@ unsafe fn macro_block(ap: &[f32], bp: &[f32], kc: usize, i0: usize, mc: usize, j
             // SAFETY: the tile (i0+ir.., j0+jr..) lies inside this task's region of C.
             let ctile = unsafe { c.0.add((i0 + ir) * ldc + j0 + jr) };
             if rows == MR && cols == NR {
-                // SAFETY: a full MR x NR tile fits in C at `ctile` with row stride ldc.
-                unsafe { kernel(lvl, kc, apanel, bpanel, ctile, ldc) };
+                // SAFETY: a full MR x NR tile fits in C at `ctile` with row stride ldc; the panels
+                // hold kc*MR and kc*NR floats; `kern` was chosen for a CPU level that is present.
+                unsafe { kern(kc, apanel.as_ptr(), bpanel.as_ptr(), ctile, ldc) };
             } else {
                 tmp.fill(0.0);
-                // SAFETY: `tmp` is an MR x NR buffer with row stride NR.
-                unsafe { kernel(lvl, kc, apanel, bpanel, tmp.as_mut_ptr(), NR) };
+                // SAFETY: `tmp` is an MR x NR buffer with row stride NR; panels as above.
+                unsafe { kern(kc, apanel.as_ptr(), bpanel.as_ptr(), tmp.as_mut_ptr(), NR) };
                 for r in 0..rows {
                     for cc in 0..cols {
                         // SAFETY: r < rows and cc < cols keep the write inside the tile region.
@@ -201,26 +277,13 @@ unsafe fn macro_block(ap: &[f32], bp: &[f32], kc: usize, i0: usize, mc: usize, j
     }
 }
 
-/// `C[0..MR, 0..NR] += Apanel * Bpanel`.
+/// Portable micro-kernel; LLVM vectorizes the NR-wide inner loop (SSE2 / NEON).
 ///
 /// # Safety
-/// `c` must be valid for reads and writes of an MR x NR tile with row stride `ldc`.
-#[inline(always)]
-unsafe fn kernel(lvl: Level, kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize) {
-    match lvl {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: Avx2Fma is chosen only when the CPU has AVX2 and FMA; the tile bound is the caller's.
-        Level::Avx2Fma => unsafe { kernel_avx2(kc, a.as_ptr(), b.as_ptr(), c, ldc) },
-        // SAFETY: the tile bound is the caller's.
-        _ => unsafe { kernel_portable(kc, a, b, c, ldc) },
-    }
-}
-
-/// Portable micro-kernel; LLVM vectorizes the NR-wide inner loop.
-///
-/// # Safety
-/// As for [`kernel`].
-unsafe fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize) {
+/// `a` holds `kc*MR` and `b` `kc*NR` floats; `c` is valid for an MR x NR tile with row stride `ldc`.
+unsafe fn kernel_portable<const MR: usize, const NR: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+    // SAFETY: lengths as documented above.
+    let (a, b) = unsafe { (std::slice::from_raw_parts(a, kc * MR), std::slice::from_raw_parts(b, kc * NR)) };
     let mut acc = [[0.0f32; NR]; MR];
     for p in 0..kc {
         let bv = &b[p * NR..p * NR + NR];
@@ -239,6 +302,43 @@ unsafe fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usi
     }
 }
 
+/// AVX-512 12x32 micro-kernel: 24 accumulators, 2 B loads and 12 broadcasts per k.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `a` holds `kc*12`, `b` holds `kc*32` floats; `c` is valid for a
+/// 12 x 32 tile with row stride `ldc`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+    use std::arch::x86_64::*;
+    const MR: usize = 12;
+    const NR: usize = 32;
+    let mut acc = [_mm512_setzero_ps(); 2 * MR];
+    let (mut a, mut b) = (a, b);
+    for _ in 0..kc {
+        // SAFETY: the panels hold kc*NR (b) and kc*MR (a) floats; we advance NR and MR per step.
+        unsafe {
+            let b0 = _mm512_loadu_ps(b);
+            let b1 = _mm512_loadu_ps(b.add(16));
+            for i in 0..MR {
+                let av = _mm512_set1_ps(*a.add(i));
+                acc[2 * i] = _mm512_fmadd_ps(av, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm512_fmadd_ps(av, b1, acc[2 * i + 1]);
+            }
+            a = a.add(MR);
+            b = b.add(NR);
+        }
+    }
+    for i in 0..MR {
+        // SAFETY: row i of the tile, 32 floats, inside the caller's bound.
+        unsafe {
+            let row = c.add(i * ldc);
+            _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[2 * i]));
+            _mm512_storeu_ps(row.add(16), _mm512_add_ps(_mm512_loadu_ps(row.add(16)), acc[2 * i + 1]));
+        }
+    }
+}
+
 /// AVX2+FMA 6x16 micro-kernel: 12 accumulators, 2 B loads and 6 broadcasts per k.
 ///
 /// # Safety
@@ -247,6 +347,8 @@ unsafe fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usi
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
+    const MR: usize = 6;
+    const NR: usize = 16;
     let mut acc = [_mm256_setzero_ps(); 12];
     let (mut a, mut b) = (a, b);
     for _ in 0..kc {

@@ -1,6 +1,6 @@
 //! Native reductions, softmax and normalizations, parallel over rows.
 
-use super::simd::{self, Fused, Level, MulAdd, Unfused};
+use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::ReduceOp;
 use rayon::prelude::*;
 
@@ -117,8 +117,8 @@ fn rows(kind: RowKind<'_>, x: &[f32], rows: usize, cols: usize, out: &mut [f32])
     }
     let f = |(o, xr): (&mut [f32], &[f32])| match simd::level() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: Avx2Fma is chosen only when the CPU has AVX2 and FMA.
-        Level::Avx2Fma => unsafe { row_ops_avx2(kind, xr, o) },
+        // SAFETY: has_avx2 holds only when the CPU has AVX2 and FMA.
+        l if l.has_avx2() => unsafe { row_ops_avx2(kind, xr, o) },
         _ => row_ops::<Unfused>(kind, xr, o),
     };
     let out = &mut out[..rows * cols];

@@ -13,6 +13,15 @@ pub enum Level {
     Portable,
     /// x86-64 with AVX2 and FMA.
     Avx2Fma,
+    /// x86-64 with AVX-512F (and AVX2/FMA); only the GEMM micro-kernel uses 512-bit vectors.
+    Avx512,
+}
+
+impl Level {
+    /// Whether AVX2 and FMA code may run.
+    pub fn has_avx2(self) -> bool {
+        matches!(self, Level::Avx2Fma | Level::Avx512)
+    }
 }
 
 /// The best level this CPU supports (detected once).
@@ -25,6 +34,9 @@ pub fn level() -> Level {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                if std::arch::is_x86_feature_detected!("avx512f") && std::env::var_os("FUCINA_NO_AVX512").is_none() {
+                    return Level::Avx512;
+                }
                 return Level::Avx2Fma;
             }
         }
@@ -144,8 +156,8 @@ unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     match level() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the level is Avx2Fma only when the CPU reports AVX2 and FMA.
-        Level::Avx2Fma => unsafe { dot_avx2(a, b) },
+        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+        l if l.has_avx2() => unsafe { dot_avx2(a, b) },
         _ => dot_body::<Unfused>(a, b),
     }
 }
@@ -154,8 +166,8 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     match level() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the level is Avx2Fma only when the CPU reports AVX2 and FMA.
-        Level::Avx2Fma => unsafe { axpy_avx2(alpha, x, y) },
+        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+        l if l.has_avx2() => unsafe { axpy_avx2(alpha, x, y) },
         _ => axpy_body::<Unfused>(alpha, x, y),
     }
 }
