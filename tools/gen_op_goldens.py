@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Forward-op goldens from PyTorch for fucina's op parity test.
+
+Inputs are closed-form (sines of the index), so no RNG has to agree across
+languages. Each case stores its inputs, parameters and torch's output in f32.
+Writes fucina/tests/goldens/ops.json; `tools/regen` runs this and checks the
+committed file is reproduced.
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.use_deterministic_algorithms(True)
+torch.set_num_threads(1)
+
+
+def signal(shape, seed, scale=1.0):
+    n = math.prod(shape)
+    v = [math.sin(0.7 * i + 1.3 * seed) * scale + 0.1 * math.cos(0.31 * i * seed) for i in range(n)]
+    return torch.tensor(v, dtype=torch.float32).reshape(shape)
+
+
+def t2j(t):
+    return {"shape": list(t.shape), "data": [float(x) for x in t.detach().reshape(-1).tolist()]}
+
+
+cases = []
+
+
+def case(name, inputs, output, **params):
+    cases.append({"name": name, "inputs": {k: t2j(v) for k, v in inputs.items()}, "output": t2j(output), "params": params})
+
+
+x = signal([3, 4, 7], 1, 3.0)
+for op, f in [
+    ("gelu", F.gelu),
+    ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")),
+    ("silu", F.silu),
+    ("softplus", F.softplus),
+    ("sigmoid", torch.sigmoid),
+    ("tanh", torch.tanh),
+    ("exp", torch.exp),
+    ("relu", F.relu),
+]:
+    case(op, {"x": x}, f(x))
+case("log", {"x": x}, torch.log(x.abs() + 0.5))
+case("softmax_last", {"x": x}, torch.softmax(x, dim=2))
+case("softmax_mid", {"x": x}, torch.softmax(x, dim=1))
+case("log_softmax_first", {"x": x}, torch.log_softmax(x, dim=0))
+case("logsumexp_mid", {"x": x}, torch.logsumexp(x, dim=1))
+case("sum_first_last", {"x": x}, x.sum(dim=(0, 2)))
+case("mean_last", {"x": x}, x.mean(dim=2))
+case("max_mid", {"x": x}, x.amax(dim=1))
+w = signal([7], 2)
+b = signal([7], 3)
+case("layer_norm", {"x": x, "w": w, "b": b}, F.layer_norm(x, (7,), w, b, eps=1e-5), eps=1e-5)
+case("rms_norm", {"x": x, "w": w}, F.rms_norm(x, (7,), w, eps=1e-6), eps=1e-6)
+
+# einsum "b s i, o i -> b s o" and a batched attention score "b q d, b k d -> b q k"
+xi = signal([2, 5, 9], 4)
+wo = signal([6, 9], 5)
+case("einsum_linear", {"x": xi, "w": wo}, torch.einsum("bsi,oi->bso", xi, wo))
+q = signal([2, 5, 8], 6)
+k = signal([2, 7, 8], 7)
+case("einsum_scores", {"q": q, "k": k}, torch.einsum("bqd,bkd->bqk", q, k))
+
+# conv1d: causal dilated, and "same"
+xc = signal([2, 3, 20], 8)
+wc = signal([4, 3, 3], 9)
+bc = signal([4], 10)
+for dil in (1, 2, 5):
+    span = dil * 2
+    case(f"conv1d_causal_d{dil}", {"x": xc, "w": wc, "b": bc}, F.conv1d(F.pad(xc, (span, 0)), wc, bc, dilation=dil), dilation=dil)
+case("conv1d_same", {"x": xc, "w": wc, "b": bc}, F.conv1d(xc, wc, bc, padding="same"), dilation=1)
+
+# gather along the middle axis and embedding lookup
+src = signal([3, 5, 4], 11)
+idx = torch.tensor([[(i * 3 + j * 2 + kk) % 5 for kk in range(4)] for i in range(3) for j in range(2)]).reshape(3, 2, 4)
+case("gather_mid", {"x": src, "index": idx.float()}, torch.gather(src, 1, idx))
+table = signal([10, 6], 12)
+ids = torch.tensor([[3, 0, 9], [9, 1, 3]])
+case("embedding", {"table": table, "ids": ids.float()}, F.embedding(ids, table))
+
+# half-precision rounding (stored as the f32 value of the rounded half)
+xr = signal([64], 13, 100.0)
+case("cast_f16", {"x": xr}, xr.to(torch.float16).to(torch.float32))
+case("cast_bf16", {"x": xr}, xr.to(torch.bfloat16).to(torch.float32))
+
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "ops.json")
+with open(out, "w") as f:
+    json.dump({"generator": "tools/gen_op_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases}, f, indent=None, separators=(",", ":"))
+    f.write("\n")
+print(f"wrote {len(cases)} cases to {os.path.relpath(out)}", file=sys.stderr)
