@@ -186,9 +186,9 @@ impl ExecContext {
         }
     }
 
-    /// A zeroed f32 buffer from the pool.
-    pub fn alloc(&self, len: usize) -> Vec<f32> {
-        self.inner.buffers.take_zeroed(len)
+    /// An f32 buffer from the pool with unspecified (initialized) contents; callers overwrite it all.
+    pub(crate) fn alloc(&self, len: usize) -> Vec<f32> {
+        self.inner.buffers.take(len)
     }
 
     /// Wraps an f32 buffer (from [`alloc`](Self::alloc)) as a contiguous tensor that returns it to the pool.

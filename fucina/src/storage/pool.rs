@@ -39,8 +39,9 @@ impl BufferPool {
         BufferPool { inner: Mutex::new(PoolInner::default()), max_bytes }
     }
 
-    /// A zero-filled buffer of `len` elements, reused when one is idle.
-    pub fn take_zeroed(&self, len: usize) -> Vec<f32> {
+    /// A buffer of `len` elements, reused when one is idle. A reused buffer keeps stale
+    /// (initialized) values; the caller overwrites every element.
+    pub fn take(&self, len: usize) -> Vec<f32> {
         let b = bucket(len);
         let reused = {
             let mut g = self.lock();
@@ -56,8 +57,11 @@ impl BufferPool {
         };
         match reused {
             Some(mut v) => {
-                v.clear();
-                v.resize(len, 0.0);
+                if len <= v.len() {
+                    v.truncate(len);
+                } else {
+                    v.resize(len, 0.0);
+                }
                 v
             }
             None => {
@@ -101,11 +105,11 @@ mod tests {
     #[test]
     fn reuses_buffers_by_bucket() {
         let p = BufferPool::new(1 << 20);
-        let a = p.take_zeroed(100);
+        let a = p.take(100);
         assert_eq!(a.len(), 100);
         p.put(a);
-        let b = p.take_zeroed(120);
-        assert!(b.iter().all(|x| *x == 0.0));
+        let b = p.take(120);
+        assert_eq!(b.len(), 120);
         assert_eq!(p.stats().hits, 1);
     }
 }

@@ -86,7 +86,10 @@ pub fn exp<M: MulAdd>(x: f32) -> f32 {
     p = M::mul_add(p, r, 0.5);
     p = M::mul_add(p, r, 1.0);
     p = M::mul_add(p, r, 1.0);
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from the bits of n + 1.5*2^23 (exact for integral |n| < 2^22): no float->int
+    // conversion, which LLVM would scalarize because `as` saturates.
+    let ni = (n + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
+    let scale = f32::from_bits(ni.wrapping_add(127) << 23);
     p * scale
 }
 
