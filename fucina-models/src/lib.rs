@@ -1,0 +1,3 @@
+//! Models written in the fucina DSL. For now: the two-layer MLP of the README.
+
+pub mod mlp;

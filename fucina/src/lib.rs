@@ -38,6 +38,11 @@ pub use fucina_macros::{axes, axis, einsum, Module};
 pub use nn::Module;
 pub use tensor::{RawTensor, Tensor};
 
+/// The DSL guide (`docs/DSL.md`), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/DSL.md")]
+pub struct DslGuide;
+
 /// Everything a model file needs: the macros, `Tensor`, `Module`, the standard axes.
 pub mod prelude {
     pub use crate::axis::*;
