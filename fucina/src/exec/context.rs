@@ -53,6 +53,9 @@ impl std::fmt::Debug for ExecContext {
     }
 }
 
+/// Kernel calls smaller than this run on the calling thread.
+const INLINE_WORK: usize = 1 << 15;
+
 thread_local! {
     static CURRENT: RefCell<Vec<ExecContext>> = const { RefCell::new(Vec::new()) };
 }
@@ -177,11 +180,15 @@ impl ExecContext {
         self.inner.threads
     }
 
-    /// Runs a kernel call: on the worker pool for native, inline for scalar.
-    pub fn run<R: Send>(&self, f: impl FnOnce(&dyn Kernels) -> R + Send) -> R {
+    /// Runs a kernel call of about `work` elements (or multiply-adds): on the worker pool for
+    /// native, or inline and serial when the work is too small to pay for the hand-off.
+    pub fn run<R: Send>(&self, work: usize, f: impl FnOnce(&dyn Kernels) -> R + Send) -> R {
         let k = self.inner.kernels;
         match self.inner.config.backend {
             BackendKind::Scalar => f(k),
+            BackendKind::Native if work < INLINE_WORK || self.inner.threads == 1 => {
+                crate::backend::native::serial(|| f(k))
+            }
             BackendKind::Native => self.inner.pool.install(|| f(k)),
         }
     }

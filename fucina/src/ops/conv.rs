@@ -79,7 +79,7 @@ impl<Bt: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Tenso
         };
         let t_out = p.t_out();
         let mut out = ctx.alloc(batch * cout * t_out);
-        ctx.run(|kern| kern.conv1d(&p, &x, &w, b.as_deref(), &mut out));
+        ctx.run(batch * cout * t_out * cin * k, |kern| kern.conv1d(&p, &x, &w, b.as_deref(), &mut out));
         Tensor::from_raw(finish(&ctx, out, &[batch, cout, t_out], self.dtype().promote(weight.dtype()))?)
     }
 }

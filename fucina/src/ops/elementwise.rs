@@ -13,7 +13,7 @@ use half::slice::HalfFloatSliceExt;
 pub(crate) fn unary_raw(ctx: &ExecContext, op: UnaryOp, t: &RawTensor) -> Result<RawTensor> {
     let x = contiguous_f32(ctx, t, "unary op")?;
     let mut out = ctx.alloc(t.numel());
-    ctx.run(|k| k.unary(op, &x, &mut out));
+    ctx.run(x.len(), |k| k.unary(op, &x, &mut out));
     finish(ctx, out, t.shape(), t.dtype())
 }
 
@@ -54,7 +54,7 @@ pub(crate) fn binary_raw(
     let bst = broadcast_strides(a_names, a.shape(), b_names, b.shape(), vb.strides())?;
     let mut out = ctx.alloc(a.numel());
     let shape = a.shape();
-    ctx.run(|k| k.binary(op, shape, va.strided(va.strides()), vb.strided(&bst), &mut out));
+    ctx.run(a.numel(), |k| k.binary(op, shape, va.strided(va.strides()), vb.strided(&bst), &mut out));
     finish(ctx, out, shape, a.dtype().promote(b.dtype()))
 }
 
@@ -180,7 +180,7 @@ impl<A: Axes> Tensor<A> {
         let vf = F32View::new(&ctx, on_false.raw(), "where")?;
         let cst = broadcast_strides(&names, shape, &C::names(), cond.shape(), vc.strides())?;
         let mut out = ctx.alloc(on_true.numel());
-        ctx.run(|k| k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out));
+        ctx.run(on_true.numel(), |k| k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out));
         Tensor::from_raw(finish(&ctx, out, shape, on_true.dtype().promote(on_false.dtype()))?)
     }
 
@@ -200,7 +200,7 @@ impl<A: Axes> Tensor<A> {
         let zeros = vec![0usize; shape.len()];
         let fill_view = Strided { data: &fill, offset: 0, strides: &zeros };
         let mut out = ctx.alloc(self.numel());
-        ctx.run(|k| k.select(shape, vm.strided(&mst), fill_view, vx.strided(vx.strides()), &mut out));
+        ctx.run(self.numel(), |k| k.select(shape, vm.strided(&mst), fill_view, vx.strided(vx.strides()), &mut out));
         Tensor::from_raw(finish(&ctx, out, shape, self.dtype())?)
     }
 

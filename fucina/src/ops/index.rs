@@ -30,7 +30,7 @@ impl<V: Axis + Send + Sync, H: Axis + Send + Sync> Tensor<(V, H)> {
         let table = self.contiguous()?;
         let data = float_slice_contiguous(table.raw(), "embedding")?;
         let mut out = ctx.alloc(idx.len() * cols);
-        ctx.run(|k| k.gather_rows(data, cols, &idx, &mut out));
+        ctx.run(idx.len() * cols, |k| k.gather_rows(data, cols, &idx, &mut out));
         let mut shape = ids.shape().to_vec();
         shape.push(cols);
         Tensor::from_raw(finish(&ctx, out, &shape, self.dtype())?)
@@ -71,7 +71,7 @@ impl<A: Axes> Tensor<A> {
             flat.push(((j / l.max(1)) * s + *id as usize) as u32);
         }
         let mut out = ctx.alloc(flat.len());
-        ctx.run(|k| k.gather_rows(FloatSlice::F32(&src), 1, &flat, &mut out));
+        ctx.run(flat.len(), |k| k.gather_rows(FloatSlice::F32(&src), 1, &flat, &mut out));
         let res = finish(&ctx, out, idx_view.shape(), self.dtype())?;
         Tensor::from_raw(unpermute(res, &perm)?)
     }

@@ -93,7 +93,8 @@ pub(crate) fn contract_raw(
         b: MatRef { data: float_slice(&ob.raw, "contract")?, offset: ob.raw.layout().offset(), bs: ob.bs, rs: ob.rs, cs: ob.cs },
     };
     let mut out = ctx.alloc(bt * m * n);
-    ctx.run(|kern| kern.gemm(&g, &mut out));
+    // A product is worth handing to the pool from about 8M multiply-adds (see gemm::gemm).
+    ctx.run(bt * m * n * k / 256, |kern| kern.gemm(&g, &mut out));
     let order: Vec<&'static str> = batch.iter().chain(&m_ax).chain(&n_ax).copied().collect();
     let shape: Vec<usize> = order.iter().map(dim).collect();
     let res = super::finish(ctx, out, &shape, a.dtype().promote(b.dtype()))?;

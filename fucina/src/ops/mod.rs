@@ -66,7 +66,7 @@ pub(crate) fn contiguous_f32<'a>(ctx: &ExecContext, t: &'a RawTensor, op: &'stat
     let src = float_slice(t, op)?;
     let mut out = ctx.alloc(t.numel());
     let l = t.layout();
-    ctx.run(|k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), &mut out));
+    ctx.run(t.numel(), |k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), &mut out));
     Ok(F32Data::Owned(out))
 }
 

@@ -5,6 +5,7 @@ use crate::exec::ExecContext;
 use crate::rng::{box_muller, u32_to_open01};
 use crate::tensor::axes::Axes;
 use crate::tensor::Tensor;
+use crate::backend::native::par;
 use rayon::prelude::*;
 
 const CHUNK: usize = 4096;
@@ -24,7 +25,13 @@ impl ExecContext {
                 *v = mean + std * if i % 2 == 0 { z0 } else { z1 };
             }
         };
-        self.run(|_| out.par_chunks_mut(CHUNK).enumerate().for_each(fill));
+        self.run(n, |_| {
+            if par(n) {
+                out.par_chunks_mut(CHUNK).enumerate().for_each(fill)
+            } else {
+                out.chunks_mut(CHUNK).enumerate().for_each(fill)
+            }
+        });
         Tensor::from_raw(self.wrap_f32(out, shape)?)
     }
 
@@ -42,7 +49,13 @@ impl ExecContext {
                 *v = lo + (hi - lo) * u;
             }
         };
-        self.run(|_| out.par_chunks_mut(CHUNK).enumerate().for_each(fill));
+        self.run(n, |_| {
+            if par(n) {
+                out.par_chunks_mut(CHUNK).enumerate().for_each(fill)
+            } else {
+                out.chunks_mut(CHUNK).enumerate().for_each(fill)
+            }
+        });
         Tensor::from_raw(self.wrap_f32(out, shape)?)
     }
 }

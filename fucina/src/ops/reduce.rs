@@ -28,7 +28,7 @@ fn reduce_raw(ctx: &ExecContext, op: ReduceOp, t: &RawTensor, names: &[&'static 
         (data, kept_shape.iter().product::<usize>(), 1)
     };
     let mut out = ctx.alloc(outer * inner);
-    ctx.run(|k| k.reduce(op, &data, outer, len, inner, &mut out));
+    ctx.run(outer * len * inner, |k| k.reduce(op, &data, outer, len, inner, &mut out));
     Ok((finish(ctx, out, &kept_shape, t.dtype())?, len))
 }
 
@@ -131,7 +131,7 @@ impl<A: Axes> Tensor<A> {
         let ctx = ExecContext::current();
         let kc = ctx.clone();
         let r = along_axis(&ctx, self.raw(), &A::names(), X::NAME, move |x, rows, cols, out| {
-            kc.run(|k| k.softmax(x, rows, cols, false, out))
+            kc.run(rows * cols, |k| k.softmax(x, rows, cols, false, out))
         })?;
         Tensor::from_raw(r)
     }
@@ -144,7 +144,7 @@ impl<A: Axes> Tensor<A> {
         let ctx = ExecContext::current();
         let kc = ctx.clone();
         let r = along_axis(&ctx, self.raw(), &A::names(), X::NAME, move |x, rows, cols, out| {
-            kc.run(|k| k.softmax(x, rows, cols, true, out))
+            kc.run(rows * cols, |k| k.softmax(x, rows, cols, true, out))
         })?;
         Tensor::from_raw(r)
     }
@@ -159,7 +159,7 @@ impl<A: Axes> Tensor<A> {
         let w = param_f32(&ctx, weight.map(|w| w.raw()), X::NAME, size)?;
         let kc = ctx.clone();
         let r = along_axis(&ctx, self.raw(), &A::names(), X::NAME, move |x, rows, cols, out| {
-            kc.run(|k| k.rms_norm(x, rows, cols, w.as_deref(), eps, out))
+            kc.run(rows * cols, |k| k.rms_norm(x, rows, cols, w.as_deref(), eps, out))
         })?;
         Tensor::from_raw(r)
     }
@@ -180,7 +180,7 @@ impl<A: Axes> Tensor<A> {
         let b = param_f32(&ctx, bias.map(|b| b.raw()), X::NAME, size)?;
         let kc = ctx.clone();
         let r = along_axis(&ctx, self.raw(), &A::names(), X::NAME, move |x, rows, cols, out| {
-            kc.run(|k| k.layer_norm(x, rows, cols, w.as_deref(), b.as_deref(), eps, out))
+            kc.run(rows * cols, |k| k.layer_norm(x, rows, cols, w.as_deref(), b.as_deref(), eps, out))
         })?;
         Tensor::from_raw(r)
     }

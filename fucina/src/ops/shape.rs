@@ -120,7 +120,7 @@ impl<A: Axes> Tensor<A> {
             let l = p.raw().layout().permuted(&perm);
             let src = float_slice(p.raw(), "concat")?;
             let dst = &mut out[at..at + p.numel()];
-            ctx.run(|k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), dst));
+            ctx.run(p.numel(), |k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), dst));
             at += p.numel();
         }
         let mut shape: Vec<usize> = perm.iter().map(|&i| first.shape()[i]).collect();

@@ -2,6 +2,7 @@
 
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::{binary_scalar, strided_offset, unary_scalar, BinaryOp, FloatSlice, Strided, UnaryOp};
+use super::par;
 use rayon::prelude::*;
 
 /// Elements per parallel task.
@@ -55,7 +56,7 @@ fn unary_chunk(op: UnaryOp, x: &[f32], y: &mut [f32]) {
 
 /// `y = op(x)` in parallel chunks.
 pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) {
-    if x.len() <= CHUNK {
+    if x.len() <= CHUNK || !par(x.len()) {
         unary_chunk(op, x, y);
     } else {
         y.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(yc, xc)| unary_chunk(op, xc, yc));
@@ -152,7 +153,7 @@ pub fn binary(op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out
         let lb = (last - 1) * sb + 1;
         binary_row(op, &a.data[oa..oa + la], sa, &b.data[ob..ob + lb], sb, o);
     };
-    if last >= CHUNK && sa <= 1 && sb <= 1 {
+    if last >= CHUNK && sa <= 1 && sb <= 1 && par(n) {
         // Long rows: split each row into parallel chunks.
         let rows = n / last;
         for r in 0..rows {
@@ -164,7 +165,7 @@ pub fn binary(op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out
                 binary_row(op, xa, sa, xb, sb, o);
             });
         }
-    } else if n >= CHUNK {
+    } else if n >= CHUNK && par(n) {
         out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
     } else {
         out.chunks_mut(last).enumerate().for_each(row);
@@ -188,7 +189,7 @@ pub fn copy_strided(src: FloatSlice<'_>, offset: usize, shape: &[usize], strides
             (other, _) => o.iter_mut().enumerate().for_each(|(j, v)| *v = other.get(base + j * s_last)),
         }
     };
-    if n >= CHUNK {
+    if n >= CHUNK && par(n) {
         out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
     } else {
         out.chunks_mut(last).enumerate().for_each(row);
@@ -212,7 +213,7 @@ pub fn select(shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>
             *v = if c != 0.0 { t.data[ot + j * st[1][d]] } else { f.data[of + j * st[2][d]] };
         }
     };
-    if out.len() >= CHUNK {
+    if out.len() >= CHUNK && par(out.len()) {
         out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
     } else {
         out.chunks_mut(last).enumerate().for_each(row);

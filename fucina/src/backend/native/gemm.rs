@@ -7,6 +7,7 @@
 //! f32 while packing, so the micro-kernels only see f32 and accumulate in f32.
 
 use super::simd::{self, Level};
+use super::par;
 use crate::backend::{FloatSlice, Gemm, MatRef};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -39,13 +40,14 @@ pub fn gemm(g: &Gemm<'_>, c: &mut [f32]) {
         return;
     }
     let work = m * n * k;
-    if g.batch > 1 && work < (1 << 20) {
+    if g.batch > 1 && work < (1 << 20) && par(g.batch * work) {
         c[..g.batch * per].par_chunks_mut(per).enumerate().for_each(|(bt, cb)| {
             gemm_one(g, bt, cb, false);
         });
     } else {
         for (bt, cb) in c[..g.batch * per].chunks_mut(per).enumerate() {
-            gemm_one(g, bt, cb, work >= (1 << 15));
+            // Splitting pays from about 4M multiply-adds (same scale as the exec layer's hand-off).
+            gemm_one(g, bt, cb, par(work / 256));
         }
     }
 }
@@ -84,7 +86,7 @@ fn gemv(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) -> bool {
                 return true;
             }
             if g.b.cs == 1 {
-                gemv_axpy(a, a0, g.a.rs, g.a.cs, b, b0, g.b.rs, m, n, k, c);
+                gemv_axpy(a, a0, g.a.rs, g.a.cs, b, b0, g.b.rs, m, n, k, c, parallel);
                 return true;
             }
         }
@@ -395,11 +397,11 @@ fn gemv_dot(a: &[f32], a0: usize, ars: usize, b: &[f32], b0: usize, bcs: usize, 
 
 /// Mat-vec with B's rows contiguous: `c[i, :] = sum_p A[i, p] * B[p, :]`.
 #[allow(clippy::too_many_arguments)]
-fn gemv_axpy(a: &[f32], a0: usize, ars: usize, acs: usize, b: &[f32], b0: usize, brs: usize, m: usize, n: usize, k: usize, c: &mut [f32]) {
+fn gemv_axpy(a: &[f32], a0: usize, ars: usize, acs: usize, b: &[f32], b0: usize, brs: usize, m: usize, n: usize, k: usize, c: &mut [f32], parallel: bool) {
     const CH: usize = 512;
     for i in 0..m {
         let crow = &mut c[i * n..(i + 1) * n];
-        crow.par_chunks_mut(CH).enumerate().for_each(|(ci, cc)| {
+        let f = |(ci, cc): (usize, &mut [f32])| {
             cc.fill(0.0);
             let j0 = ci * CH;
             for p in 0..k {
@@ -407,6 +409,11 @@ fn gemv_axpy(a: &[f32], a0: usize, ars: usize, acs: usize, b: &[f32], b0: usize,
                 let src = b0 + p * brs + j0;
                 simd::axpy(av, &b[src..src + cc.len()], cc);
             }
-        });
+        };
+        if parallel {
+            crow.par_chunks_mut(CH).enumerate().for_each(f);
+        } else {
+            crow.chunks_mut(CH).enumerate().for_each(f);
+        }
     }
 }

@@ -10,6 +10,31 @@ pub mod simd;
 use super::{BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};
 use rayon::prelude::*;
 
+thread_local! {
+    static SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with native kernels forced serial on this thread (for ops too small to hand off).
+pub fn serial<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SERIAL.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(SERIAL.with(|s| s.replace(true)));
+    f()
+}
+
+/// Whether a kernel may split `work` units over the pool: only on a pool thread, outside
+/// [`serial`], and when the work is large enough to pay for it.
+pub fn par(work: usize) -> bool {
+    work >= PAR_MIN && !SERIAL.with(|s| s.get()) && rayon::current_thread_index().is_some()
+}
+
+/// Below this many elements (or multiply-adds) a kernel does not split its work.
+pub(crate) const PAR_MIN: usize = 1 << 14;
+
 /// SIMD + rayon kernels; they run on the thread pool of the calling `ExecContext`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Native;
@@ -66,14 +91,19 @@ impl Kernels for Native {
         let mut cols = vec![0.0f32; kk * t_out];
         for b in 0..p.batch {
             // im2col: cols[(ci*k + tap), t] = x[b, ci, t + tap*dilation - pad_left] (or 0).
-            cols.par_chunks_mut(t_out).enumerate().for_each(|(row, dst)| {
+            let fill = |(row, dst): (usize, &mut [f32])| {
                 let (ci, tap) = (row / p.k, row % p.k);
                 let src = &x[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
                 for (t, d) in dst.iter_mut().enumerate() {
                     let s = t + tap * p.dilation;
                     *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
                 }
-            });
+            };
+            if par(cols.len()) {
+                cols.par_chunks_mut(t_out).enumerate().for_each(fill);
+            } else {
+                cols.chunks_mut(t_out).enumerate().for_each(fill);
+            }
             let g = Gemm {
                 batch: 1,
                 m: p.cout,
@@ -85,9 +115,9 @@ impl Kernels for Native {
             let ob = &mut out[b * p.cout * t_out..(b + 1) * p.cout * t_out];
             gemm::gemm(&g, ob);
             if let Some(bias) = bias {
-                ob.par_chunks_mut(t_out).zip(bias.par_iter()).for_each(|(row, bv)| {
+                for (row, bv) in ob.chunks_mut(t_out).zip(bias) {
                     row.iter_mut().for_each(|v| *v += bv);
-                });
+                }
             }
         }
     }
@@ -100,12 +130,17 @@ impl Kernels for Native {
         if cols == 0 {
             return;
         }
-        out.par_chunks_mut(cols).zip(ids.par_iter()).for_each(|(row, id)| {
+        let copy = |(row, id): (&mut [f32], &u32)| {
             let base = *id as usize * cols;
             match table {
                 FloatSlice::F32(t) => row.copy_from_slice(&t[base..base + cols]),
                 other => row.iter_mut().enumerate().for_each(|(j, v)| *v = other.get(base + j)),
             }
-        });
+        };
+        if par(out.len()) {
+            out.par_chunks_mut(cols).zip(ids.par_iter()).for_each(copy);
+        } else {
+            out.chunks_mut(cols).zip(ids.iter()).for_each(copy);
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::ReduceOp;
+use super::par;
 use rayon::prelude::*;
 
 const ROWS_MIN: usize = 8;
@@ -123,7 +124,7 @@ fn rows(kind: RowKind<'_>, x: &[f32], rows: usize, cols: usize, out: &mut [f32])
     };
     let out = &mut out[..rows * cols];
     let x = &x[..rows * cols];
-    if rows * cols >= 1 << 14 {
+    if par(rows * cols) {
         out.par_chunks_mut(cols).zip(x.par_chunks(cols)).with_min_len(ROWS_MIN).for_each(f);
     } else {
         out.chunks_mut(cols).zip(x.chunks(cols)).for_each(f);
@@ -213,7 +214,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], outer: usize, len: usize, inner: usize, o
         return;
     }
     let f = |(o, xs): (&mut [f32], &[f32])| reduce_slab(op, xs, len, inner, o);
-    if outer * slab >= 1 << 14 && outer > 1 {
+    if outer > 1 && par(outer * slab) {
         out[..outer * inner].par_chunks_mut(inner).zip(x.par_chunks(slab)).for_each(f);
     } else {
         out[..outer * inner].chunks_mut(inner).zip(x.chunks(slab)).for_each(f);
