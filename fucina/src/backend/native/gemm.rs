@@ -304,78 +304,67 @@ unsafe fn kernel_portable<const MR: usize, const NR: usize>(kc: usize, a: *const
     }
 }
 
-/// AVX-512 12x32 micro-kernel: 24 accumulators, 2 B loads and 12 broadcasts per k.
-///
-/// # Safety
-/// The CPU must support AVX-512F; `a` holds `kc*12`, `b` holds `kc*32` floats; `c` is valid for a
-/// 12 x 32 tile with row stride `ldc`.
+/// Writes an x86 register-blocked micro-kernel: `MR` rows x two vectors of `LANES` floats,
+/// one broadcast of A per row and two loads of B per k step, accumulators added into C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn kernel_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
-    use std::arch::x86_64::*;
-    const MR: usize = 12;
-    const NR: usize = 32;
-    let mut acc = [_mm512_setzero_ps(); 2 * MR];
-    let (mut a, mut b) = (a, b);
-    for _ in 0..kc {
-        // SAFETY: the panels hold kc*NR (b) and kc*MR (a) floats; we advance NR and MR per step.
-        unsafe {
-            let b0 = _mm512_loadu_ps(b);
-            let b1 = _mm512_loadu_ps(b.add(16));
-            for i in 0..MR {
-                let av = _mm512_set1_ps(*a.add(i));
-                acc[2 * i] = _mm512_fmadd_ps(av, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm512_fmadd_ps(av, b1, acc[2 * i + 1]);
+macro_rules! x86_micro_kernel {
+    (
+        $(#[$doc:meta])* $name:ident, $feature:literal, mr: $mr:literal, lanes: $lanes:literal,
+        zero: $zero:ident, load: $load:ident, store: $store:ident, set1: $set1:ident, fma: $fma:ident, add: $add:ident
+    ) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The CPU must have the enabled features; `a` holds `kc*MR` and `b` `kc*NR` floats
+        /// (`NR` = 2 x lanes); `c` is valid for an MR x NR tile with row stride `ldc`.
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+            use std::arch::x86_64::*;
+            const MR: usize = $mr;
+            const NR: usize = 2 * $lanes;
+            let mut acc = [$zero(); 2 * MR];
+            let (mut a, mut b) = (a, b);
+            for _ in 0..kc {
+                // SAFETY: the panels hold kc*NR (b) and kc*MR (a) floats; we advance NR and MR per step.
+                unsafe {
+                    let b0 = $load(b);
+                    let b1 = $load(b.add($lanes));
+                    for i in 0..MR {
+                        let av = $set1(*a.add(i));
+                        acc[2 * i] = $fma(av, b0, acc[2 * i]);
+                        acc[2 * i + 1] = $fma(av, b1, acc[2 * i + 1]);
+                    }
+                    a = a.add(MR);
+                    b = b.add(NR);
+                }
             }
-            a = a.add(MR);
-            b = b.add(NR);
+            for i in 0..MR {
+                // SAFETY: row i of the tile, NR floats, inside the caller's bound.
+                unsafe {
+                    let row = c.add(i * ldc);
+                    $store(row, $add($load(row), acc[2 * i]));
+                    $store(row.add($lanes), $add($load(row.add($lanes)), acc[2 * i + 1]));
+                }
+            }
         }
-    }
-    for i in 0..MR {
-        // SAFETY: row i of the tile, 32 floats, inside the caller's bound.
-        unsafe {
-            let row = c.add(i * ldc);
-            _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[2 * i]));
-            _mm512_storeu_ps(row.add(16), _mm512_add_ps(_mm512_loadu_ps(row.add(16)), acc[2 * i + 1]));
-        }
-    }
+    };
 }
 
-/// AVX2+FMA 6x16 micro-kernel: 12 accumulators, 2 B loads and 6 broadcasts per k.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA; `a` holds `kc*MR`, `b` holds `kc*NR` floats; `c` as for [`kernel`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
-    use std::arch::x86_64::*;
-    const MR: usize = 6;
-    const NR: usize = 16;
-    let mut acc = [_mm256_setzero_ps(); 12];
-    let (mut a, mut b) = (a, b);
-    for _ in 0..kc {
-        // SAFETY: the panels hold kc*NR (b) and kc*MR (a) floats; we advance NR and MR per step.
-        unsafe {
-            let b0 = _mm256_loadu_ps(b);
-            let b1 = _mm256_loadu_ps(b.add(8));
-            for i in 0..MR {
-                let av = _mm256_broadcast_ss(&*a.add(i));
-                acc[2 * i] = _mm256_fmadd_ps(av, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm256_fmadd_ps(av, b1, acc[2 * i + 1]);
-            }
-            a = a.add(MR);
-            b = b.add(NR);
-        }
-    }
-    for i in 0..MR {
-        // SAFETY: row i of the tile, 16 floats, inside the caller's bound.
-        unsafe {
-            let row = c.add(i * ldc);
-            _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[2 * i]));
-            _mm256_storeu_ps(row.add(8), _mm256_add_ps(_mm256_loadu_ps(row.add(8)), acc[2 * i + 1]));
-        }
-    }
-}
+x86_micro_kernel!(
+    /// AVX-512 12x32 micro-kernel: 24 accumulators, 2 B loads and 12 broadcasts per k.
+    kernel_avx512, "avx512f", mr: 12, lanes: 16,
+    zero: _mm512_setzero_ps, load: _mm512_loadu_ps, store: _mm512_storeu_ps,
+    set1: _mm512_set1_ps, fma: _mm512_fmadd_ps, add: _mm512_add_ps
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_micro_kernel!(
+    /// AVX2+FMA 6x16 micro-kernel: 12 accumulators, 2 B loads and 6 broadcasts per k.
+    kernel_avx2, "avx2,fma", mr: 6, lanes: 8,
+    zero: _mm256_setzero_ps, load: _mm256_loadu_ps, store: _mm256_storeu_ps,
+    set1: _mm256_set1_ps, fma: _mm256_fmadd_ps, add: _mm256_add_ps
+);
 
 /// Mat-vec with B's columns contiguous along k: `c[i, j] = dot(A[i, :], B[:, j])`.
 #[allow(clippy::too_many_arguments)]
