@@ -22,23 +22,35 @@ fn ops() -> Vec<Op> {
     vec![
         ("exp", |x, _| drop(x.exp().unwrap()), |x, _, y, _| x.iter().zip(y).for_each(|(a, o)| *o = a.exp())),
         ("tanh", |x, _| drop(x.tanh().unwrap()), |x, _, y, _| x.iter().zip(y).for_each(|(a, o)| *o = a.tanh())),
-        ("silu", |x, _| drop(x.silu().unwrap()), |x, _, y, _| x.iter().zip(y).for_each(|(a, o)| *o = a / (1.0 + (-a).exp()))),
-        ("add_bias", |x, b| drop(x.add(b).unwrap()), |x, b, y, cols| {
-            for (xr, yr) in x.chunks(cols).zip(y.chunks_mut(cols)) {
-                xr.iter().zip(b).zip(yr).for_each(|((a, bb), o)| *o = a + bb);
-            }
-        }),
-        ("softmax_rows", |x, _| drop(x.softmax::<c>().unwrap()), |x, _, y, cols| {
-            for (xr, yr) in x.chunks(cols).zip(y.chunks_mut(cols)) {
-                let m = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut s = 0.0;
-                for (a, o) in xr.iter().zip(yr.iter_mut()) {
-                    *o = (a - m).exp();
-                    s += *o;
+        (
+            "silu",
+            |x, _| drop(x.silu().unwrap()),
+            |x, _, y, _| x.iter().zip(y).for_each(|(a, o)| *o = a / (1.0 + (-a).exp())),
+        ),
+        (
+            "add_bias",
+            |x, b| drop(x.add(b).unwrap()),
+            |x, b, y, cols| {
+                for (xr, yr) in x.chunks(cols).zip(y.chunks_mut(cols)) {
+                    xr.iter().zip(b).zip(yr).for_each(|((a, bb), o)| *o = a + bb);
                 }
-                yr.iter_mut().for_each(|o| *o /= s);
-            }
-        }),
+            },
+        ),
+        (
+            "softmax_rows",
+            |x, _| drop(x.softmax::<c>().unwrap()),
+            |x, _, y, cols| {
+                for (xr, yr) in x.chunks(cols).zip(y.chunks_mut(cols)) {
+                    let m = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut s = 0.0;
+                    for (a, o) in xr.iter().zip(yr.iter_mut()) {
+                        *o = (a - m).exp();
+                        s += *o;
+                    }
+                    yr.iter_mut().for_each(|o| *o /= s);
+                }
+            },
+        ),
     ]
 }
 
@@ -70,7 +82,12 @@ fn main() {
                 let mut f1 = || ctx.scope(|| fucina_op(&x, &bias));
                 let mut f2 = || plain(&xv, &bv, &mut out, cols);
                 let t = interleaved_median(15, &mut [&mut f1, &mut f2]);
-                rows_out.push(format!("{name:>13} {n:>9} {threads:>3} {:>10.3} {:>10.3} {:>7.2}", t[0] * 1e3, t[1] * 1e3, t[1] / t[0]));
+                rows_out.push(format!(
+                    "{name:>13} {n:>9} {threads:>3} {:>10.3} {:>10.3} {:>7.2}",
+                    t[0] * 1e3,
+                    t[1] * 1e3,
+                    t[1] / t[0]
+                ));
             }
             g.finish();
         }

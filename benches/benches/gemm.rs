@@ -65,8 +65,13 @@ fn criterion_benches(c: &mut Criterion) {
 }
 
 fn ratio_table() {
-    println!("\nside-by-side (interleaved rounds, median), GFLOP/s and ratio peer_time / fucina_time (>1: fucina faster)");
-    println!("{:>7} {:>3} {:>10} {:>16} {:>8} {:>10} {:>8}", "n", "thr", "fucina", "matrixmultiply", "ratio", "openblas", "ratio");
+    println!(
+        "\nside-by-side (interleaved rounds, median), GFLOP/s and ratio peer_time / fucina_time (>1: fucina faster)"
+    );
+    println!(
+        "{:>7} {:>3} {:>10} {:>16} {:>8} {:>10} {:>8}",
+        "n", "thr", "fucina", "matrixmultiply", "ratio", "openblas", "ratio"
+    );
     for threads in [1usize, 2] {
         let ctx = ExecContext::with_backend(BackendKind::Native, threads).unwrap();
         for s in sizes() {
@@ -90,8 +95,16 @@ fn ratio_table() {
             }
             let t = interleaved_median(rounds, &mut fs);
             let gf = |secs: f64| 2.0 * (s as f64).powi(3) / secs / 1e9;
-            let mm = if threads == 1 { format!("{:>10.1} {:>5.2}", gf(t[2]), t[2] / t[0]) } else { format!("{:>10} {:>5}", "-", "-") };
-            let ob = if cfg!(feature = "openblas") { format!("{:>10.1} {:>8.2}", gf(t[1]), t[1] / t[0]) } else { format!("{:>10} {:>8}", "n/a", "-") };
+            let mm = if threads == 1 {
+                format!("{:>10.1} {:>5.2}", gf(t[2]), t[2] / t[0])
+            } else {
+                format!("{:>10} {:>5}", "-", "-")
+            };
+            let ob = if cfg!(feature = "openblas") {
+                format!("{:>10.1} {:>8.2}", gf(t[1]), t[1] / t[0])
+            } else {
+                format!("{:>10} {:>8}", "n/a", "-")
+            };
             println!("{s:>7} {threads:>3} {:>10.1} {mm:>25} {ob}", gf(t[0]));
         }
     }

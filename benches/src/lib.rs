@@ -6,7 +6,22 @@ use std::time::Instant;
 pub fn matrixmultiply_sgemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: the slices hold m*k, k*n and m*n elements with the row-major strides passed here.
     unsafe {
-        matrixmultiply::sgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, 0.0, c.as_mut_ptr(), n as isize, 1);
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            k as isize,
+            1,
+            b.as_ptr(),
+            n as isize,
+            1,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
     }
 }
 
@@ -15,8 +30,20 @@ mod openblas {
     #[link(name = "openblas")]
     extern "C" {
         fn cblas_sgemm(
-            order: i32, ta: i32, tb: i32, m: i32, n: i32, k: i32, alpha: f32, a: *const f32, lda: i32,
-            b: *const f32, ldb: i32, beta: f32, c: *mut f32, ldc: i32,
+            order: i32,
+            ta: i32,
+            tb: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f32,
+            a: *const f32,
+            lda: i32,
+            b: *const f32,
+            ldb: i32,
+            beta: f32,
+            c: *mut f32,
+            ldc: i32,
         );
         fn openblas_set_num_threads(n: i32);
     }
@@ -33,8 +60,22 @@ mod openblas {
         const NO_TRANS: i32 = 111;
         // SAFETY: the slices hold m*k, k*n and m*n elements with the leading dimensions passed here.
         unsafe {
-            cblas_sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m as i32, n as i32, k as i32, 1.0, a.as_ptr(), k as i32,
-                b.as_ptr(), n as i32, 0.0, c.as_mut_ptr(), n as i32)
+            cblas_sgemm(
+                ROW_MAJOR,
+                NO_TRANS,
+                NO_TRANS,
+                m as i32,
+                n as i32,
+                k as i32,
+                1.0,
+                a.as_ptr(),
+                k as i32,
+                b.as_ptr(),
+                n as i32,
+                0.0,
+                c.as_mut_ptr(),
+                n as i32,
+            )
         }
     }
 }

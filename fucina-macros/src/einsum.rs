@@ -27,18 +27,16 @@ impl Parse for EinsumInput {
         let mut operands = Vec::new();
         loop {
             if input.is_empty() {
-                return Err(input.error(
-                    "einsum! expects `operands; spec`, e.g. `einsum!(x, w; in ->)`",
-                ));
+                return Err(input.error("einsum! expects `operands; spec`, e.g. `einsum!(x, w; in ->)`"));
             }
             operands.push(input.parse::<Expr>()?);
             if input.peek(Token![;]) {
                 input.parse::<Token![;]>()?;
                 break;
             }
-            input.parse::<Token![,]>().map_err(|e| {
-                syn::Error::new(e.span(), "einsum!: separate operands with `,` and end them with `;`")
-            })?;
+            input
+                .parse::<Token![,]>()
+                .map_err(|e| syn::Error::new(e.span(), "einsum!: separate operands with `,` and end them with `;`"))?;
         }
         let mut inputs = vec![parse_axis_run(input)?];
         while input.peek(Token![,]) {
@@ -58,10 +56,7 @@ impl Parse for EinsumInput {
 }
 
 fn minus(a: &[AxisName], others: &[&[AxisName]]) -> Vec<AxisName> {
-    a.iter()
-        .filter(|x| !others.iter().any(|o| o.iter().any(|y| y.name == x.name)))
-        .cloned()
-        .collect()
+    a.iter().filter(|x| !others.iter().any(|o| o.iter().any(|y| y.name == x.name))).cloned().collect()
 }
 
 fn span_of(list: &[AxisName], fallback: Span) -> Span {
@@ -75,10 +70,9 @@ impl EinsumInput {
             (2, 1) => self.expand_contract(),
             (2, 2) => self.expand_explicit(),
             (1, 1) => self.expand_unary(),
-            (n, _) if n > 2 => Err(syn::Error::new(
-                self.arrow,
-                format!("einsum! takes one or two operands, found {n}"),
-            )),
+            (n, _) if n > 2 => {
+                Err(syn::Error::new(self.arrow, format!("einsum! takes one or two operands, found {n}")))
+            }
             (n, m) => Err(syn::Error::new(
                 self.arrow,
                 format!(
@@ -149,8 +143,7 @@ impl EinsumInput {
         let out = &self.output;
         let sum_a = minus(la, &[lb, out]);
         let sum_b = minus(lb, &[la, out]);
-        let shared: Vec<AxisName> =
-            la.iter().filter(|x| lb.iter().any(|y| y.name == x.name)).cloned().collect();
+        let shared: Vec<AxisName> = la.iter().filter(|x| lb.iter().any(|y| y.name == x.name)).cloned().collect();
         let contracted = minus(&shared, &[out]);
         let (aty, bty, oty) = (tuple_type(la)?, tuple_type(lb)?, tuple_type(out)?);
         let cty = tuple_type(&contracted)?;

@@ -20,11 +20,10 @@ const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
 
 /// Every Rust keyword (strict, reserved and 2018+), which must be emitted as `r#name`.
 const KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if",
-    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static",
-    "struct", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await",
-    "dyn", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof",
-    "unsized", "virtual", "yield", "try", "gen",
+    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in", "let",
+    "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static", "struct", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
 ];
 
 /// One axis name as written by the user (keywords allowed: `in`, `type`, ...).
@@ -38,10 +37,7 @@ impl AxisName {
     /// The identifier that names the axis type in the caller's scope.
     pub(crate) fn type_ident(&self) -> syn::Result<Ident> {
         if NOT_RAW.contains(&self.name.as_str()) {
-            return Err(syn::Error::new(
-                self.span,
-                format!("`{}` cannot be used as an axis name", self.name),
-            ));
+            return Err(syn::Error::new(self.span, format!("`{}` cannot be used as an axis name", self.name)));
         }
         if KEYWORDS.contains(&self.name.as_str()) {
             Ok(Ident::new_raw(&self.name, self.span))
@@ -111,10 +107,7 @@ fn name_id_type(name: &str, span: Span) -> syn::Result<TokenStream2> {
             '0'..='9' => ch as u8 - b'0' + 53,
             '_' => 63,
             _ => {
-                return Err(syn::Error::new(
-                    span,
-                    format!("axis name `{name}` must use ASCII letters, digits and `_`"),
-                ))
+                return Err(syn::Error::new(span, format!("axis name `{name}` must use ASCII letters, digits and `_`")))
             }
         };
         for i in (0..6).rev() {
@@ -208,4 +201,3 @@ pub fn derive_module(input: TokenStream) -> TokenStream {
         Err(e) => e.to_compile_error().into(),
     }
 }
-

@@ -42,9 +42,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 "#[derive(Module)] supports structs only: an enum has no fixed set of parameters",
             ))
         }
-        Data::Union(u) => {
-            return Err(syn::Error::new(u.union_token.span, "#[derive(Module)] supports structs only"))
-        }
+        Data::Union(u) => return Err(syn::Error::new(u.union_token.span, "#[derive(Module)] supports structs only")),
     };
     let mut fields = Vec::new();
     match &data.fields {
@@ -57,11 +55,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 let Some(id) = f.ident.as_ref() else { continue };
                 let raw = id.to_string();
                 let plain = raw.strip_prefix("r#").unwrap_or(&raw).to_string();
-                fields.push(FieldInfo {
-                    access: quote!(#id),
-                    name: rename.unwrap_or(plain),
-                    span: f.ty.span(),
-                });
+                fields.push(FieldInfo { access: quote!(#id), name: rename.unwrap_or(plain), span: f.ty.span() });
             }
         }
         Fields::Unnamed(unnamed) => {

@@ -3,8 +3,8 @@
 //!
 //! `cargo run -p fucina-models --release --example mlp -- --help`
 
-use fucina::prelude::*;
 use clap::Parser;
+use fucina::prelude::*;
 use fucina_models::mlp::Mlp;
 
 /// Run the README's two-layer MLP on both backends and round-trip its weights.

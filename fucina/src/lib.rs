@@ -48,5 +48,7 @@ pub mod prelude {
     pub use crate::axis::*;
     pub use crate::formats::safetensors::ModuleIo;
     pub use crate::ops::{Conv1dOptions, Padding};
-    pub use crate::{axes, axis, einsum, BackendKind, DType, ExecConfig, ExecContext, FucinaError, Module, Result, Tensor};
+    pub use crate::{
+        axes, axis, einsum, BackendKind, DType, ExecConfig, ExecContext, FucinaError, Module, Result, Tensor,
+    };
 }

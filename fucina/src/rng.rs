@@ -24,12 +24,7 @@ impl Philox {
         for _ in 0..10 {
             let p0 = (M0 as u64) * (c[0] as u64);
             let p1 = (M1 as u64) * (c[2] as u64);
-            c = [
-                ((p1 >> 32) as u32) ^ c[1] ^ k[0],
-                p1 as u32,
-                ((p0 >> 32) as u32) ^ c[3] ^ k[1],
-                p0 as u32,
-            ];
+            c = [((p1 >> 32) as u32) ^ c[1] ^ k[0], p1 as u32, ((p0 >> 32) as u32) ^ c[3] ^ k[1], p0 as u32];
             k = [k[0].wrapping_add(W0), k[1].wrapping_add(W1)];
         }
         c
@@ -64,8 +59,7 @@ mod tests {
         // Known-answer vector from the Random123 distribution (philox4x32_10, all-zero and pi inputs).
         let z = Philox { key: [0, 0] }.block([0, 0, 0, 0]);
         assert_eq!(z, [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]);
-        let p = Philox { key: [0xa409_3822, 0x299f_31d0] }
-            .block([0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344]);
+        let p = Philox { key: [0xa409_3822, 0x299f_31d0] }.block([0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344]);
         assert_eq!(p, [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]);
     }
 

@@ -48,7 +48,11 @@ fn no_module_imports_from_a_higher_band() {
                 if let Some(b) = band(&name) {
                     checked += 1;
                     if b > own {
-                        violations.push(format!("{}:{}: `{top}` (band {own}) uses `{name}` (band {b})", rel.display(), ln + 1));
+                        violations.push(format!(
+                            "{}:{}: `{top}` (band {own}) uses `{name}` (band {b})",
+                            rel.display(),
+                            ln + 1
+                        ));
                     }
                 }
                 rest = after;

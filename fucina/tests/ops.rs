@@ -46,7 +46,8 @@ fn contraction_matches_naive_loops_and_names_result_axes() {
 fn elementwise_values() {
     let _g = scalar().enter();
     let x = Tensor::<axes![a]>::from_vec(vec![-2.0f32, -0.5, 0.0, 0.5, 3.0], &[5]).unwrap();
-    let exact = |f: fn(f64) -> f64| -> Vec<f32> { [-2.0f64, -0.5, 0.0, 0.5, 3.0].iter().map(|v| f(*v) as f32).collect() };
+    let exact =
+        |f: fn(f64) -> f64| -> Vec<f32> { [-2.0f64, -0.5, 0.0, 0.5, 3.0].iter().map(|v| f(*v) as f32).collect() };
     assert_close("tanh", &x.tanh().unwrap().to_f32_vec(), &exact(f64::tanh), 1e-7, 1e-6);
     assert_close("sigmoid", &x.sigmoid().unwrap().to_f32_vec(), &exact(|v| 1.0 / (1.0 + (-v).exp())), 1e-7, 1e-6);
     assert_close("silu", &x.silu().unwrap().to_f32_vec(), &exact(|v| v / (1.0 + (-v).exp())), 1e-7, 1e-6);

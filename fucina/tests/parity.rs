@@ -192,7 +192,8 @@ fn conv1d_gather_embedding_concat_where_copy() {
     assert_close("embedding", &q, &p, 0.0, 0.0);
 
     let src = tensor3(620, 4, 5, 6, true);
-    let idx = Tensor::<axes![a, b, c]>::from_vec((0..4 * 2 * 6).map(|i| (i * 7 % 5) as u32).collect(), &[4, 2, 6]).unwrap();
+    let idx =
+        Tensor::<axes![a, b, c]>::from_vec((0..4 * 2 * 6).map(|i| (i * 7 % 5) as u32).collect(), &[4, 2, 6]).unwrap();
     let (p, q) = on_both(|| src.gather::<b>(&idx).unwrap().to_f32_vec());
     assert_close("gather", &q, &p, 0.0, 0.0);
 
@@ -216,7 +217,8 @@ fn conv1d_gather_embedding_concat_where_copy() {
 #[test]
 fn random_streams_do_not_depend_on_backend_or_threads() {
     let mk = |backend, threads| {
-        let ctx = ExecContext::new(ExecConfig { backend, threads: Some(threads), seed: 42, ..ExecConfig::default() }).unwrap();
+        let ctx = ExecContext::new(ExecConfig { backend, threads: Some(threads), seed: 42, ..ExecConfig::default() })
+            .unwrap();
         let n = ctx.randn::<axes![a]>(&[10_001], 0.0, 1.0).unwrap().to_f32_vec();
         let u = ctx.rand_uniform::<axes![a, b]>(&[33, 7], -1.0, 1.0).unwrap().to_f32_vec();
         (n, u, ctx.rng_counter())

@@ -203,6 +203,7 @@ pub trait Kernels: Send + Sync + 'static {
     /// RMS norm over the last axis: `x / sqrt(mean(x^2) + eps) * w`.
     fn rms_norm(&self, x: &[f32], rows: usize, cols: usize, w: Option<&[f32]>, eps: f32, out: &mut [f32]);
     /// Layer norm over the last axis: `(x - mean) / sqrt(var + eps) * w + b`.
+    #[allow(clippy::too_many_arguments)]
     fn layer_norm(
         &self,
         x: &[f32],
@@ -262,14 +263,16 @@ pub fn strided_offset(mut i: usize, shape: &[usize], strides: &[usize], offset: 
 pub fn erf(x: f32) -> f32 {
     let z = (x as f64).abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     let v = 1.0 - r;
     (if x >= 0.0 { v } else { -v }) as f32
 }

@@ -49,7 +49,13 @@ pub struct ExecContext {
 
 impl std::fmt::Debug for ExecContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ExecContext({}, {} threads, seed {})", self.inner.kernels.name(), self.inner.threads, self.inner.config.seed)
+        write!(
+            f,
+            "ExecContext({}, {} threads, seed {})",
+            self.inner.kernels.name(),
+            self.inner.threads,
+            self.inner.config.seed
+        )
     }
 }
 
@@ -76,10 +82,8 @@ impl Drop for ContextGuard {
 impl ExecContext {
     /// Builds a context.
     pub fn new(config: ExecConfig) -> Result<ExecContext> {
-        let threads = config
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
-            .max(1);
+        let threads =
+            config.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("fucina-{i}"))

@@ -50,7 +50,10 @@ impl<Bt: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Tenso
             return Err(FucinaError::ShapeMismatch { axis: C::NAME.to_string(), left: cin, right: wc });
         }
         if k == 0 || opts.dilation == 0 {
-            return Err(FucinaError::InvalidArgument { op: "conv1d", msg: "kernel size and dilation must be positive".into() });
+            return Err(FucinaError::InvalidArgument {
+                op: "conv1d",
+                msg: "kernel size and dilation must be positive".into(),
+            });
         }
         if let Some(b) = bias {
             if b.shape()[0] != cout {
@@ -67,7 +70,10 @@ impl<Bt: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Tenso
         if t_in + pad_left + pad_right < span + 1 {
             return Err(FucinaError::InvalidArgument {
                 op: "conv1d",
-                msg: format!("input of length {t_in} (+{pad_left}/{pad_right} padding) is shorter than the kernel span {}", span + 1),
+                msg: format!(
+                    "input of length {t_in} (+{pad_left}/{pad_right} padding) is shorter than the kernel span {}",
+                    span + 1
+                ),
             });
         }
         let p = Conv1d { batch, cin, cout, t_in, k, dilation: opts.dilation, pad_left, pad_right };

@@ -172,7 +172,11 @@ impl<A: Axes> Tensor<A> {
         let shape = on_true.shape();
         if on_false.shape() != shape {
             let d = shape.iter().zip(on_false.shape()).position(|(a, b)| a != b).unwrap_or(0);
-            return Err(FucinaError::ShapeMismatch { axis: names[d].to_string(), left: shape[d], right: on_false.shape()[d] });
+            return Err(FucinaError::ShapeMismatch {
+                axis: names[d].to_string(),
+                left: shape[d],
+                right: on_false.shape()[d],
+            });
         }
         let cond_f = cast_raw(cond.raw(), DType::F32)?;
         let vc = F32View::new(&ctx, &cond_f, "where")?;
@@ -180,7 +184,9 @@ impl<A: Axes> Tensor<A> {
         let vf = F32View::new(&ctx, on_false.raw(), "where")?;
         let cst = broadcast_strides(&names, shape, &C::names(), cond.shape(), vc.strides())?;
         let mut out = ctx.alloc(on_true.numel());
-        ctx.run(on_true.numel(), |k| k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out));
+        ctx.run(on_true.numel(), |k| {
+            k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out)
+        });
         Tensor::from_raw(finish(&ctx, out, shape, on_true.dtype().promote(on_false.dtype()))?)
     }
 

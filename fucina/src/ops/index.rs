@@ -17,7 +17,7 @@ fn ids_of(ids: &RawTensor) -> Result<Vec<u32>> {
 
 impl<V: Axis + Send + Sync, H: Axis + Send + Sync> Tensor<(V, H)> {
     /// Looks up rows of this `[V, H]` table: the result has the axes of `ids` followed by `H`.
-    pub fn embedding<I: Axes>(&self, ids: &Tensor<I>) -> Result<Tensor<<I as CanJoin<(H,)>>::Out>>
+    pub fn embedding<I>(&self, ids: &Tensor<I>) -> Result<Tensor<<I as CanJoin<(H,)>>::Out>>
     where
         I: CanJoin<(H,)>,
     {
@@ -50,7 +50,11 @@ impl<A: Axes> Tensor<A> {
         let d = pos(&names, X::NAME);
         for (i, n) in names.iter().enumerate() {
             if i != d && index.shape()[i] != self.shape()[i] {
-                return Err(FucinaError::ShapeMismatch { axis: n.to_string(), left: self.shape()[i], right: index.shape()[i] });
+                return Err(FucinaError::ShapeMismatch {
+                    axis: n.to_string(),
+                    left: self.shape()[i],
+                    right: index.shape()[i],
+                });
             }
         }
         let mut perm: Vec<usize> = (0..names.len()).filter(|i| *i != d).collect();

@@ -89,8 +89,20 @@ pub(crate) fn contract_raw(
         m,
         n,
         k,
-        a: MatRef { data: float_slice(&oa.raw, "contract")?, offset: oa.raw.layout().offset(), bs: oa.bs, rs: oa.rs, cs: oa.cs },
-        b: MatRef { data: float_slice(&ob.raw, "contract")?, offset: ob.raw.layout().offset(), bs: ob.bs, rs: ob.rs, cs: ob.cs },
+        a: MatRef {
+            data: float_slice(&oa.raw, "contract")?,
+            offset: oa.raw.layout().offset(),
+            bs: oa.bs,
+            rs: oa.rs,
+            cs: oa.cs,
+        },
+        b: MatRef {
+            data: float_slice(&ob.raw, "contract")?,
+            offset: ob.raw.layout().offset(),
+            bs: ob.bs,
+            rs: ob.rs,
+            cs: ob.cs,
+        },
     };
     let mut out = ctx.alloc(bt * m * n);
     // A product is worth handing to the pool from about 8M multiply-adds (see gemm::gemm).

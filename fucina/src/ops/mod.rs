@@ -80,7 +80,11 @@ pub(crate) struct F32View<'a> {
 impl<'a> F32View<'a> {
     pub(crate) fn new(ctx: &ExecContext, t: &'a RawTensor, op: &'static str) -> Result<F32View<'a>> {
         if let Buffer::F32(v) = t.storage().buffer() {
-            return Ok(F32View { data: F32Data::Borrowed(v), offset: t.layout().offset(), strides: t.layout().strides().to_vec() });
+            return Ok(F32View {
+                data: F32Data::Borrowed(v),
+                offset: t.layout().offset(),
+                strides: t.layout().strides().to_vec(),
+            });
         }
         let data = contiguous_f32(ctx, t, op)?;
         Ok(F32View { data, offset: 0, strides: contiguous_strides(t.shape()) })

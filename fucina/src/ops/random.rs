@@ -1,11 +1,11 @@
 //! Random tensors from the context's counter-based RNG: same seed, same numbers, any thread count.
 
+use crate::backend::native::par;
 use crate::error::Result;
 use crate::exec::ExecContext;
 use crate::rng::{box_muller, u32_to_open01};
 use crate::tensor::axes::Axes;
 use crate::tensor::Tensor;
-use crate::backend::native::par;
 use rayon::prelude::*;
 
 const CHUNK: usize = 4096;
@@ -22,7 +22,7 @@ impl ExecContext {
                 let i = c * CHUNK + j;
                 let b = rng.at(0, base + (i / 2) as u64);
                 let (z0, z1) = box_muller(b[0], b[1]);
-                *v = mean + std * if i % 2 == 0 { z0 } else { z1 };
+                *v = mean + std * if i.is_multiple_of(2) { z0 } else { z1 };
             }
         };
         self.run(n, |_| {

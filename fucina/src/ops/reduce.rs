@@ -8,7 +8,13 @@ use crate::tensor::axes::{Axes, Axis, AxisSet, CanReduce, HasAxes};
 use crate::tensor::{RawTensor, Tensor};
 
 /// Reduces `t` (axes `names`) over the axes `over`; the result keeps the other axes in order.
-fn reduce_raw(ctx: &ExecContext, op: ReduceOp, t: &RawTensor, names: &[&'static str], over: &[&'static str]) -> Result<(RawTensor, usize)> {
+fn reduce_raw(
+    ctx: &ExecContext,
+    op: ReduceOp,
+    t: &RawTensor,
+    names: &[&'static str],
+    over: &[&'static str],
+) -> Result<(RawTensor, usize)> {
     if !t.dtype().is_float() {
         return Err(FucinaError::UnsupportedDType { op: "reduction", dtype: t.dtype() });
     }
@@ -48,7 +54,7 @@ fn along_axis(
     perm.push(p);
     let view = t.with_layout(t.layout().permuted(&perm))?;
     let cols = t.shape()[p];
-    let rows = if cols == 0 { 0 } else { t.numel() / cols };
+    let rows = t.numel().checked_div(cols).unwrap_or(0);
     let x = contiguous_f32(ctx, &view, "row op")?;
     let mut out = ctx.alloc(t.numel());
     f(&x, rows, cols, &mut out);
@@ -185,4 +191,3 @@ impl<A: Axes> Tensor<A> {
         Tensor::from_raw(r)
     }
 }
-

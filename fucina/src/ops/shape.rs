@@ -1,6 +1,6 @@
 //! Views and layout ops: permute, rename, narrow, split, reshape, contiguous, concat.
 
-use super::{contiguous_f32, float_slice, finish, perm_to, pos, unpermute};
+use super::{contiguous_f32, finish, float_slice, perm_to, pos, unpermute};
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes, PermuteTo};
@@ -59,7 +59,7 @@ impl<A: Axes> Tensor<A> {
         A: HasAxes<X>,
     {
         let have = self.size::<X>();
-        if n == 0 || have % n != 0 {
+        if n == 0 || !have.is_multiple_of(n) {
             return Err(FucinaError::InvalidArgument {
                 op: "chunk",
                 msg: format!("axis `{}` of size {have} does not split into {n} equal pieces", X::NAME),
@@ -100,7 +100,11 @@ impl<A: Axes> Tensor<A> {
         for p in parts.iter().skip(1) {
             for (i, n) in names.iter().enumerate() {
                 if i != d && p.shape()[i] != first.shape()[i] {
-                    return Err(FucinaError::ShapeMismatch { axis: n.to_string(), left: first.shape()[i], right: p.shape()[i] });
+                    return Err(FucinaError::ShapeMismatch {
+                        axis: n.to_string(),
+                        left: first.shape()[i],
+                        right: p.shape()[i],
+                    });
                 }
             }
             if !p.dtype().is_float() {

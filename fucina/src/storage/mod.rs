@@ -73,20 +73,18 @@ impl Buffer {
     /// Builds a buffer of `dtype` from little-endian bytes.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Option<Buffer> {
         let n = dtype.size_in_bytes();
-        if bytes.len() % n != 0 {
+        if !bytes.len().is_multiple_of(n) {
             return None;
         }
         Some(match dtype {
-            DType::F32 => Buffer::F32(
-                bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            ),
-            DType::U32 => Buffer::U32(
-                bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            ),
-            DType::F16 => Buffer::F16(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
-            DType::BF16 => {
-                Buffer::BF16(bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect())
+            DType::F32 => {
+                Buffer::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
             }
+            DType::U32 => {
+                Buffer::U32(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+            }
+            DType::F16 => Buffer::F16(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
+            DType::BF16 => Buffer::BF16(bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect()),
         })
     }
 }

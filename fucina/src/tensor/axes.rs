@@ -314,9 +314,7 @@ pub type Joined<A, B> = TupleOf<<<A as AxisSet>::List as Concat<<B as AxisSet>::
 /// `A`'s axes without `C`, then `B`'s axes that are neither in `A` nor in `C`.
 pub type Contracted<A, B, C> = TupleOf<
     <<<A as AxisSet>::List as RemoveAll<<C as AxisSet>::List>>::Out as Concat<
-        <<<B as AxisSet>::List as RemoveAll<<A as AxisSet>::List>>::Out as RemoveAll<
-            <C as AxisSet>::List,
-        >>::Out,
+        <<<B as AxisSet>::List as RemoveAll<<A as AxisSet>::List>>::Out as RemoveAll<<C as AxisSet>::List>>::Out,
     >>::Out,
 >;
 
@@ -347,8 +345,7 @@ where
     A::List: RemoveAll<C::List>,
     B::List: RemoveAll<A::List>,
     <B::List as RemoveAll<A::List>>::Out: RemoveAll<C::List>,
-    <A::List as RemoveAll<C::List>>::Out:
-        Concat<<<B::List as RemoveAll<A::List>>::Out as RemoveAll<C::List>>::Out>,
+    <A::List as RemoveAll<C::List>>::Out: Concat<<<B::List as RemoveAll<A::List>>::Out as RemoveAll<C::List>>::Out>,
     <<A::List as RemoveAll<C::List>>::Out as Concat<
         <<B::List as RemoveAll<A::List>>::Out as RemoveAll<C::List>>::Out,
     >>::Out: ToTuple,
@@ -364,9 +361,10 @@ impl<A: Axes, B: Axes> BroadcastFrom<B> for A where B::List: BroadcastsInto<A::L
 /// `Self` can be permuted into the layout `B` (same axes, any order).
 pub trait PermuteTo<B: Axes>: Axes {}
 
-impl<A: Axes, B: Axes> PermuteTo<B> for A where
+impl<A: Axes, B: Axes> PermuteTo<B> for A
+where
     B::List: AxesOf<A::List, A>,
-    A::List: CoveredBy<B::List, B>
+    A::List: CoveredBy<B::List, B>,
 {
 }
 

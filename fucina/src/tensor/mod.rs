@@ -121,8 +121,11 @@ impl RawTensor {
 
     /// All elements in row-major order as `T`, or an error if the dtype differs.
     pub fn to_vec<T: BufferElement>(&self) -> Result<Vec<T>> {
-        let slice = T::slice(self.storage.buffer())
-            .ok_or(FucinaError::DTypeMismatch { op: "to_vec", left: self.dtype(), right: T::DTYPE })?;
+        let slice = T::slice(self.storage.buffer()).ok_or(FucinaError::DTypeMismatch {
+            op: "to_vec",
+            left: self.dtype(),
+            right: T::DTYPE,
+        })?;
         let mut out = Vec::with_capacity(self.numel());
         self.for_each_index(|i| out.push(slice[i]));
         Ok(out)
@@ -322,4 +325,3 @@ impl<A: Axes> fmt::Debug for Tensor<A> {
 /// Shorthand for element types that can build tensors.
 pub trait TensorElement: Element + BufferElement {}
 impl<T: Element + BufferElement> TensorElement for T {}
-

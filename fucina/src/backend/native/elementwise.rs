@@ -1,8 +1,8 @@
 //! Native elementwise kernels: unary maps, broadcasting binary ops, strided copies.
 
+use super::par;
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::{binary_scalar, strided_offset, unary_scalar, BinaryOp, FloatSlice, Strided, UnaryOp};
-use super::par;
 use rayon::prelude::*;
 
 /// Elements per parallel task.
@@ -115,8 +115,8 @@ fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize
         if shape[d] == 1 {
             continue;
         }
-        let mergeable = !sh.is_empty()
-            && strides.iter().enumerate().all(|(o, s)| st[o][sh.len() - 1] == s[d] * shape[d]);
+        let mergeable =
+            !sh.is_empty() && strides.iter().enumerate().all(|(o, s)| st[o][sh.len() - 1] == s[d] * shape[d]);
         if mergeable {
             let last = sh.len() - 1;
             sh[last] *= shape[d];

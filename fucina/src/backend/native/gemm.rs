@@ -6,8 +6,8 @@
 //! into MR-tall panels and sweeping micro-tiles. f16/bf16 operands are widened to
 //! f32 while packing, so the micro-kernels only see f32 and accumulate in f32.
 
-use super::simd::{self, Level};
 use super::par;
+use super::simd::{self, Level};
 use crate::backend::{FloatSlice, Gemm, MatRef};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -95,7 +95,13 @@ fn gemv(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) -> bool {
 }
 
 /// The packed, blocked product with an `MR x NR` micro-kernel.
-fn blocked<const MR: usize, const NR: usize>(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool, kern: MicroKernel) {
+fn blocked<const MR: usize, const NR: usize>(
+    g: &Gemm<'_>,
+    bt: usize,
+    c: &mut [f32],
+    parallel: bool,
+    kern: MicroKernel,
+) {
     let (m, n, k) = (g.m, g.n, g.k);
     let a0 = g.a.offset + bt * g.a.bs;
     let b0 = g.b.offset + bt * g.b.bs;
@@ -149,7 +155,11 @@ thread_local! {
 }
 
 /// Runs `f` on a thread-local scratch buffer of at least `len` floats (contents unspecified).
-fn with_buffer<R>(key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+fn with_buffer<R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
     key.with(|cell| match cell.try_borrow_mut() {
         Ok(mut v) => {
             if v.len() < len {
@@ -283,7 +293,13 @@ unsafe fn macro_block<const MR: usize, const NR: usize>(
 ///
 /// # Safety
 /// `a` holds `kc*MR` and `b` `kc*NR` floats; `c` is valid for an MR x NR tile with row stride `ldc`.
-unsafe fn kernel_portable<const MR: usize, const NR: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+unsafe fn kernel_portable<const MR: usize, const NR: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+) {
     // SAFETY: lengths as documented above.
     let (a, b) = unsafe { (std::slice::from_raw_parts(a, kc * MR), std::slice::from_raw_parts(b, kc * NR)) };
     let mut acc = [[0.0f32; NR]; MR];
@@ -368,7 +384,19 @@ x86_micro_kernel!(
 
 /// Mat-vec with B's columns contiguous along k: `c[i, j] = dot(A[i, :], B[:, j])`.
 #[allow(clippy::too_many_arguments)]
-fn gemv_dot(a: &[f32], a0: usize, ars: usize, b: &[f32], b0: usize, bcs: usize, m: usize, n: usize, k: usize, c: &mut [f32], parallel: bool) {
+fn gemv_dot(
+    a: &[f32],
+    a0: usize,
+    ars: usize,
+    b: &[f32],
+    b0: usize,
+    bcs: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    c: &mut [f32],
+    parallel: bool,
+) {
     for i in 0..m {
         let arow = &a[a0 + i * ars..a0 + i * ars + k];
         let crow = &mut c[i * n..(i + 1) * n];
@@ -386,7 +414,20 @@ fn gemv_dot(a: &[f32], a0: usize, ars: usize, b: &[f32], b0: usize, bcs: usize, 
 
 /// Mat-vec with B's rows contiguous: `c[i, :] = sum_p A[i, p] * B[p, :]`.
 #[allow(clippy::too_many_arguments)]
-fn gemv_axpy(a: &[f32], a0: usize, ars: usize, acs: usize, b: &[f32], b0: usize, brs: usize, m: usize, n: usize, k: usize, c: &mut [f32], parallel: bool) {
+fn gemv_axpy(
+    a: &[f32],
+    a0: usize,
+    ars: usize,
+    acs: usize,
+    b: &[f32],
+    b0: usize,
+    brs: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    c: &mut [f32],
+    parallel: bool,
+) {
     const CH: usize = 512;
     for i in 0..m {
         let crow = &mut c[i * n..(i + 1) * n];

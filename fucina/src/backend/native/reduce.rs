@@ -1,8 +1,8 @@
 //! Native reductions, softmax and normalizations, parallel over rows.
 
+use super::par;
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::ReduceOp;
-use super::par;
 use rayon::prelude::*;
 
 const ROWS_MIN: usize = 8;

@@ -1,8 +1,8 @@
 //! The scalar backend: the obvious loops, in the obvious order. This is the spec.
 
 use super::{
-    binary_scalar, strided_offset, unary_scalar, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, ReduceOp,
-    Strided, UnaryOp,
+    binary_scalar, strided_offset, unary_scalar, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, ReduceOp, Strided,
+    UnaryOp,
 };
 
 /// Plain single-threaded loops.

@@ -80,13 +80,17 @@ impl SafeTensors {
     pub fn load(&self, name: &str) -> Result<RawTensor> {
         let info = self.tensors.get(name).ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
         let bytes = self.bytes(name)?;
-        let buf = Buffer::from_le_bytes(info.dtype, bytes).ok_or_else(|| err(format!("tensor `{name}`: ragged data")))?;
+        let buf =
+            Buffer::from_le_bytes(info.dtype, bytes).ok_or_else(|| err(format!("tensor `{name}`: ragged data")))?;
         RawTensor::from_buffer(buf, &info.shape)
     }
 }
 
+/// A parsed header: where the data section starts, the tensors, the metadata.
+pub type Header = (usize, BTreeMap<String, TensorInfo>, BTreeMap<String, String>);
+
 /// Parses and validates the header of a whole file image.
-pub fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>, BTreeMap<String, String>)> {
+pub fn parse_header(file: &[u8]) -> Result<Header> {
     if file.len() < 8 {
         return Err(err(format!("file is {} bytes, shorter than the 8-byte header length", file.len())));
     }
@@ -132,7 +136,9 @@ pub fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>,
         let start = offs[0].as_u64().ok_or_else(|| err(format!("`{name}`: bad begin offset")))? as usize;
         let end = offs[1].as_u64().ok_or_else(|| err(format!("`{name}`: bad end offset")))? as usize;
         if start > end || end > data_len {
-            return Err(err(format!("`{name}`: data_offsets [{start}, {end}] outside the {data_len}-byte data section")));
+            return Err(err(format!(
+                "`{name}`: data_offsets [{start}, {end}] outside the {data_len}-byte data section"
+            )));
         }
         let numel = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
         let bytes = numel.and_then(|n| n.checked_mul(dtype.size_in_bytes()));
@@ -152,7 +158,11 @@ pub fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>,
 }
 
 /// Writes named tensors and metadata as a safetensors file.
-pub fn save(path: impl AsRef<Path>, tensors: &[(String, RawTensor)], metadata: &BTreeMap<String, String>) -> Result<()> {
+pub fn save(
+    path: impl AsRef<Path>,
+    tensors: &[(String, RawTensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<()> {
     let path = path.as_ref();
     let mut header = serde_json::Map::new();
     if !metadata.is_empty() {

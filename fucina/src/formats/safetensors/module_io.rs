@@ -26,7 +26,11 @@ pub trait ModuleIo: Module {
                 if info.shape != slot.get().shape() {
                     return Err(FucinaError::InvalidArgument {
                         op: "load_safetensors",
-                        msg: format!("`{name}` has shape {:?} in the file, {:?} in the module", info.shape, slot.get().shape()),
+                        msg: format!(
+                            "`{name}` has shape {:?} in the file, {:?} in the module",
+                            info.shape,
+                            slot.get().shape()
+                        ),
                     });
                 }
                 slot.set(file.load(name)?)
