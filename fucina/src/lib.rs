@@ -15,6 +15,7 @@
 
 extern crate self as fucina;
 
+pub mod autograd;
 pub mod axis;
 pub mod backend;
 pub mod dtype;

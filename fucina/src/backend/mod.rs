@@ -46,6 +46,16 @@ pub enum UnaryOp {
     Affine(f32, f32),
     /// `x^p`
     Powf(f32),
+    /// `1` where `x > 0`, else `0` (derivative of relu)
+    Step,
+    /// `-1`, `0` or `1`
+    Sign,
+    /// derivative of `Gelu`: `Phi(x) + x phi(x)`
+    GeluDeriv,
+    /// derivative of `GeluTanh`
+    GeluTanhDeriv,
+    /// derivative of `Silu`: `s (1 + x (1 - s))` with `s = sigmoid(x)`
+    SiluDeriv,
 }
 
 /// Elementwise binary functions.
@@ -63,6 +73,10 @@ pub enum BinaryOp {
     Max,
     /// `min(a, b)`
     Min,
+    /// `1` where `a > b`, else `0`
+    Gt,
+    /// `1` where `a == b`, else `0`
+    Eq,
 }
 
 /// Reductions over one axis.
@@ -307,6 +321,37 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Recip => 1.0 / x,
         UnaryOp::Affine(a, b) => a * x + b,
         UnaryOp::Powf(p) => x.powf(p),
+        UnaryOp::Step => {
+            if x > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Sign => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::GeluDeriv => {
+            let cdf = 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+            let pdf = (-0.5 * x * x).exp() / (2.0 * std::f32::consts::PI).sqrt();
+            cdf + x * pdf
+        }
+        UnaryOp::GeluTanhDeriv => {
+            let c = (2.0 / std::f32::consts::PI).sqrt();
+            let inner = c * (x + 0.044715 * x * x * x);
+            let t = inner.tanh();
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+        }
+        UnaryOp::SiluDeriv => {
+            let s = 1.0 / (1.0 + (-x).exp());
+            s * (1.0 + x * (1.0 - s))
+        }
     }
 }
 
@@ -320,5 +365,19 @@ pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
         BinaryOp::Div => a / b,
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),
+        BinaryOp::Gt => {
+            if a > b {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        BinaryOp::Eq => {
+            if a == b {
+                1.0
+            } else {
+                0.0
+            }
+        }
     }
 }

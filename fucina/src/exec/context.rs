@@ -197,6 +197,11 @@ impl ExecContext {
         }
     }
 
+    /// Runs `f` on this context's worker pool (the bounded pool backward runs on).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.inner.pool.install(f)
+    }
+
     /// An f32 buffer from the pool with unspecified (initialized) contents; callers overwrite it all.
     pub(crate) fn alloc(&self, len: usize) -> Vec<f32> {
         self.inner.buffers.take(len)

@@ -1,6 +1,8 @@
 //! Elementwise ops: unary maps, broadcasting binary ops by axis name, where/mask, cast.
 
+use super::grad::{positional, unbroadcast};
 use super::{contiguous_f32, finish, pos, F32View};
+use crate::exec::graph::record;
 use crate::backend::{BinaryOp, Strided, UnaryOp};
 use crate::dtype::DType;
 use crate::error::{FucinaError, Result};
@@ -9,6 +11,44 @@ use crate::storage::Buffer;
 use crate::tensor::axes::{Axes, BroadcastFrom};
 use crate::tensor::{RawTensor, Tensor};
 use half::slice::HalfFloatSliceExt;
+
+/// A unary op, recorded with its backward when a graph is being built.
+pub(crate) fn unary_recorded(ctx: &ExecContext, op: UnaryOp, x: &RawTensor) -> Result<RawTensor> {
+    let y = unary_raw(ctx, op, x)?;
+    let (xd, yd) = (x.detached(), y.detached());
+    Ok(record(y, &[x], move || {
+        Box::new(move |g: &RawTensor| Ok(vec![Some(unary_backward(&ExecContext::current(), op, &xd, &yd, g)?)]))
+    }))
+}
+
+/// `dL/dx` of `y = op(x)` given `g = dL/dy`.
+fn unary_backward(ctx: &ExecContext, op: UnaryOp, x: &RawTensor, y: &RawTensor, g: &RawTensor) -> Result<RawTensor> {
+    let n = positional(x.shape().len());
+    let mul = |a: &RawTensor, b: &RawTensor| binary_raw(ctx, BinaryOp::Mul, a, n, b, n);
+    let u = |o: UnaryOp, a: &RawTensor| unary_raw(ctx, o, a);
+    match op {
+        UnaryOp::Neg => u(UnaryOp::Neg, g),
+        UnaryOp::Exp => mul(g, y),
+        UnaryOp::Log => binary_raw(ctx, BinaryOp::Div, g, n, x, n),
+        UnaryOp::Sqrt => u(UnaryOp::Affine(0.5, 0.0), &binary_raw(ctx, BinaryOp::Div, g, n, y, n)?),
+        UnaryOp::Rsqrt => u(UnaryOp::Affine(-0.5, 0.0), &mul(g, &u(UnaryOp::Powf(3.0), y)?)?),
+        UnaryOp::Tanh => mul(g, &u(UnaryOp::Affine(-1.0, 1.0), &u(UnaryOp::Square, y)?)?),
+        UnaryOp::Sigmoid => mul(g, &mul(y, &u(UnaryOp::Affine(-1.0, 1.0), y)?)?),
+        UnaryOp::Relu => mul(g, &u(UnaryOp::Step, x)?),
+        UnaryOp::Gelu => mul(g, &u(UnaryOp::GeluDeriv, x)?),
+        UnaryOp::GeluTanh => mul(g, &u(UnaryOp::GeluTanhDeriv, x)?),
+        UnaryOp::Silu => mul(g, &u(UnaryOp::SiluDeriv, x)?),
+        UnaryOp::Softplus => mul(g, &u(UnaryOp::Sigmoid, x)?),
+        UnaryOp::Abs => mul(g, &u(UnaryOp::Sign, x)?),
+        UnaryOp::Square => u(UnaryOp::Affine(2.0, 0.0), &mul(g, x)?),
+        UnaryOp::Recip => u(UnaryOp::Neg, &mul(g, &u(UnaryOp::Square, y)?)?),
+        UnaryOp::Affine(a, _) => u(UnaryOp::Affine(a, 0.0), g),
+        UnaryOp::Powf(p) => u(UnaryOp::Affine(p, 0.0), &mul(g, &u(UnaryOp::Powf(p - 1.0), x)?)?),
+        UnaryOp::Step | UnaryOp::Sign | UnaryOp::GeluDeriv | UnaryOp::GeluTanhDeriv | UnaryOp::SiluDeriv => {
+            Err(FucinaError::InvalidArgument { op: "backward", msg: format!("{op:?} is not differentiable") })
+        }
+    }
+}
 
 pub(crate) fn unary_raw(ctx: &ExecContext, op: UnaryOp, t: &RawTensor) -> Result<RawTensor> {
     let x = contiguous_f32(ctx, t, "unary op")?;
@@ -34,6 +74,70 @@ pub(crate) fn broadcast_strides(
         st[p] = b_strides[i];
     }
     Ok(st)
+}
+
+/// A binary op (b broadcasting into a by name), recorded with its backward.
+pub(crate) fn binary_recorded(
+    ctx: &ExecContext,
+    op: BinaryOp,
+    a: &RawTensor,
+    an: Vec<&'static str>,
+    b: &RawTensor,
+    bn: Vec<&'static str>,
+) -> Result<RawTensor> {
+    let y = binary_raw(ctx, op, a, &an, b, &bn)?;
+    let (ad, bd, yd) = (a.detached(), b.detached(), y.detached());
+    Ok(record(y, &[a, b], move || {
+        Box::new(move |g: &RawTensor| {
+            let (ga, gb) = binary_backward(&ExecContext::current(), op, &ad, &an, &bd, &bn, &yd, g)?;
+            Ok(vec![Some(ga), Some(gb)])
+        })
+    }))
+}
+
+/// `(dL/da, dL/db)` of `y = op(a, b)` given `g = dL/dy`; `db` is summed over broadcast axes.
+#[allow(clippy::too_many_arguments)]
+fn binary_backward(
+    ctx: &ExecContext,
+    op: BinaryOp,
+    a: &RawTensor,
+    an: &[&'static str],
+    b: &RawTensor,
+    bn: &[&'static str],
+    y: &RawTensor,
+    g: &RawTensor,
+) -> Result<(RawTensor, RawTensor)> {
+    let bin = |o: BinaryOp, x: &RawTensor, xn: &[&'static str], z: &RawTensor, zn: &[&'static str]| binary_raw(ctx, o, x, xn, z, zn);
+    let down = |t: &RawTensor| unbroadcast(ctx, t, an, bn);
+    let neg = |t: &RawTensor| unary_raw(ctx, UnaryOp::Neg, t);
+    match op {
+        BinaryOp::Add => Ok((g.clone(), down(g)?)),
+        BinaryOp::Sub => Ok((g.clone(), neg(&down(g)?)?)),
+        BinaryOp::Mul => Ok((bin(BinaryOp::Mul, g, an, b, bn)?, down(&bin(BinaryOp::Mul, g, an, a, an)?)?)),
+        BinaryOp::Div => {
+            let ga = bin(BinaryOp::Div, g, an, b, bn)?;
+            let gy = bin(BinaryOp::Mul, &ga, an, y, an)?;
+            Ok((ga, neg(&down(&gy)?)?))
+        }
+        BinaryOp::Max | BinaryOp::Min => {
+            // The larger (smaller) operand gets the gradient; ties split it evenly.
+            let gt = bin(BinaryOp::Gt, a, an, b, bn)?;
+            let eq = bin(BinaryOp::Eq, a, an, b, bn)?;
+            let half = unary_raw(ctx, UnaryOp::Affine(0.5, 0.0), &eq)?;
+            let mut mask = bin(BinaryOp::Add, &gt, an, &half, an)?;
+            if op == BinaryOp::Min {
+                let sum = bin(BinaryOp::Add, &gt, an, &eq, an)?;
+                mask = unary_raw(ctx, UnaryOp::Affine(-1.0, 1.0), &sum)?;
+                mask = bin(BinaryOp::Add, &mask, an, &half, an)?;
+            }
+            let ga = bin(BinaryOp::Mul, g, an, &mask, an)?;
+            let rest = unary_raw(ctx, UnaryOp::Affine(-1.0, 1.0), &mask)?;
+            Ok((ga, down(&bin(BinaryOp::Mul, g, an, &rest, an)?)?))
+        }
+        BinaryOp::Gt | BinaryOp::Eq => {
+            Err(FucinaError::InvalidArgument { op: "backward", msg: format!("{op:?} is not differentiable") })
+        }
+    }
 }
 
 pub(crate) fn binary_raw(
@@ -64,8 +168,7 @@ macro_rules! unary_methods {
             $(
                 $(#[$m])*
                 pub fn $name(&self) -> Result<Tensor<A>> {
-                    let ctx = ExecContext::current();
-                    Tensor::from_raw(unary_raw(&ctx, $op, self.raw())?)
+                    Tensor::from_raw(unary_recorded(&ExecContext::current(), $op, self.raw())?)
                 }
             )*
         }
@@ -118,7 +221,7 @@ macro_rules! binary_methods {
                     A: BroadcastFrom<B>,
                 {
                     let ctx = ExecContext::current();
-                    let r = binary_raw(&ctx, $op, self.raw(), &A::names(), other.raw(), &B::names())?;
+                    let r = binary_recorded(&ctx, $op, self.raw(), A::names(), other.raw(), B::names())?;
                     Tensor::from_raw(r)
                 }
             )*
@@ -144,7 +247,7 @@ binary_methods! {
 impl<A: Axes> Tensor<A> {
     /// `a * x + b` for scalars `a`, `b`.
     pub fn affine(&self, a: f32, b: f32) -> Result<Tensor<A>> {
-        Tensor::from_raw(unary_raw(&ExecContext::current(), UnaryOp::Affine(a, b), self.raw())?)
+        Tensor::from_raw(unary_recorded(&ExecContext::current(), UnaryOp::Affine(a, b), self.raw())?)
     }
 
     /// `x * s`.
@@ -159,7 +262,7 @@ impl<A: Axes> Tensor<A> {
 
     /// `x^p`.
     pub fn powf(&self, p: f32) -> Result<Tensor<A>> {
-        Tensor::from_raw(unary_raw(&ExecContext::current(), UnaryOp::Powf(p), self.raw())?)
+        Tensor::from_raw(unary_recorded(&ExecContext::current(), UnaryOp::Powf(p), self.raw())?)
     }
 
     /// `cond != 0 ? on_true : on_false`, with `cond` broadcasting by axis name.

@@ -9,6 +9,7 @@ use crate::backend::{Gemm, MatRef};
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, AxisSet, CanContract};
+use crate::exec::graph::record;
 use crate::tensor::{Layout, RawTensor, Tensor};
 
 /// The single stride of a group of axes, if they can be walked as one.
@@ -126,7 +127,20 @@ impl<A: Axes> Tensor<A> {
     {
         let ctx = ExecContext::current();
         let out = <<A as CanContract<B, C>>::Out as AxisSet>::names();
-        let r = contract_raw(&ctx, self.raw(), &A::names(), other.raw(), &B::names(), &C::names(), &out)?;
+        let (an, bn, cn) = (A::names(), B::names(), C::names());
+        let r = contract_raw(&ctx, self.raw(), &an, other.raw(), &bn, &cn, &out)?;
+        let (ad, bd) = (self.raw().detached(), other.raw().detached());
+        let r = record(r, &[self.raw(), other.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                // dA contracts g with B over B's own axes; dB contracts A with g over A's own axes.
+                let b_only: Vec<&'static str> = bn.iter().copied().filter(|n| !an.contains(n)).collect();
+                let a_only: Vec<&'static str> = an.iter().copied().filter(|n| !bn.contains(n)).collect();
+                let ga = contract_raw(&ctx, g, &out, &bd, &bn, &b_only, &an)?;
+                let gb = contract_raw(&ctx, &ad, &an, g, &out, &a_only, &bn)?;
+                Ok(vec![Some(ga), Some(gb)])
+            })
+        });
         Tensor::from_raw(r)
     }
 

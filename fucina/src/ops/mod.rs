@@ -3,6 +3,7 @@
 
 mod conv;
 mod elementwise;
+pub(crate) mod grad;
 mod index;
 mod matmul;
 mod random;
@@ -10,6 +11,8 @@ mod reduce;
 mod shape;
 
 pub use conv::{Conv1dOptions, Padding};
+pub use grad::add_same;
+pub(crate) use reduce::reduce_raw;
 
 use crate::backend::{FloatSlice, Strided};
 use crate::dtype::DType;

@@ -1,6 +1,8 @@
 //! Views and layout ops: permute, rename, narrow, split, reshape, contiguous, concat.
 
-use super::{contiguous_f32, finish, float_slice, perm_to, pos, unpermute};
+use super::{contiguous_f32, finish, float_slice, inverse, perm_to, pos, unpermute};
+use crate::exec::graph::record;
+use crate::tensor::RawTensor;
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes, PermuteTo};
@@ -13,7 +15,11 @@ impl<A: Axes> Tensor<A> {
         A: PermuteTo<B>,
     {
         let perm = perm_to(&A::names(), &B::names());
-        Tensor::from_raw(self.raw().with_layout(self.raw().layout().permuted(&perm))?)
+        let y = self.raw().with_layout(self.raw().layout().permuted(&perm))?;
+        let back = inverse(&perm);
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| Ok(vec![Some(g.with_layout(g.layout().permuted(&back))?)]))
+        }))
     }
 
     /// Renames axis `X` to `Y` (which the tensor must not have); zero-copy.
@@ -21,7 +27,8 @@ impl<A: Axes> Tensor<A> {
     where
         A: CanRename<X, Y>,
     {
-        Tensor::from_raw(self.raw().clone())
+        let y = self.raw().detached();
+        Tensor::from_raw(record(y, &[self.raw()], || Box::new(|g: &RawTensor| Ok(vec![Some(g.clone())]))))
     }
 
     /// The elements `start..start+len` of axis `X`; zero-copy.
@@ -31,7 +38,22 @@ impl<A: Axes> Tensor<A> {
     {
         let d = pos(&A::names(), X::NAME);
         let l = self.raw().layout().narrowed(d, start, len, X::NAME)?;
-        Tensor::from_raw(self.raw().with_layout(l)?)
+        let y = self.raw().with_layout(l)?;
+        let full = self.shape().to_vec();
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                // Zeros around the slice: the gradient of the elements the view left out.
+                let ctx = ExecContext::current();
+                let mut before = full.clone();
+                before[d] = start;
+                let mut after = full.clone();
+                after[d] = full[d] - start - len;
+                let zb = ctx.wrap_f32(vec![0.0; before.iter().product()], &before)?;
+                let za = ctx.wrap_f32(vec![0.0; after.iter().product()], &after)?;
+                let parts: Vec<&RawTensor> = [&zb, g, &za].into_iter().filter(|t| t.shape()[d] > 0).collect();
+                Ok(vec![Some(concat_raw(&ctx, &parts, d)?)])
+            })
+        }))
     }
 
     /// Splits axis `X` into consecutive pieces of the given sizes (views).
@@ -76,7 +98,15 @@ impl<A: Axes> Tensor<A> {
         }
         let base = if self.is_contiguous() { self.clone() } else { self.contiguous()? };
         let l = base.raw().layout().reshaped(shape)?;
-        Tensor::from_raw(base.raw().with_layout(l)?)
+        let y = base.raw().with_layout(l)?;
+        let orig = self.shape().to_vec();
+        Tensor::from_raw(record(y, &[base.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                let gc = if g.is_contiguous() { g.clone() } else { ctx.wrap_f32(contiguous_f32(&ctx, g, "reshape")?.to_vec(), g.shape())? };
+                Ok(vec![Some(gc.with_layout(gc.layout().reshaped(&orig)?)?)])
+            })
+        }))
     }
 
     /// A dense row-major copy (or `self` if already dense).
@@ -86,7 +116,8 @@ impl<A: Axes> Tensor<A> {
         }
         let ctx = ExecContext::current();
         let data = contiguous_f32(&ctx, self.raw(), "contiguous")?.to_vec();
-        Tensor::from_raw(finish(&ctx, data, self.shape(), self.dtype())?)
+        let y = finish(&ctx, data, self.shape(), self.dtype())?;
+        Tensor::from_raw(record(y, &[self.raw()], || Box::new(|g: &RawTensor| Ok(vec![Some(g.clone())]))))
     }
 
     /// Joins tensors along axis `X`; all other sizes must agree.
@@ -112,24 +143,45 @@ impl<A: Axes> Tensor<A> {
             }
         }
         let ctx = ExecContext::current();
-        // Work with X as the leading axis, where concatenation is appending.
-        let mut perm = vec![d];
-        perm.extend((0..names.len()).filter(|i| *i != d));
-        let total: usize = parts.iter().map(|p| p.numel()).sum();
-        let mut out = ctx.alloc(total);
-        let mut at = 0;
-        let mut dtype = first.dtype();
-        for p in parts {
-            dtype = dtype.promote(p.dtype());
-            let l = p.raw().layout().permuted(&perm);
-            let src = float_slice(p.raw(), "concat")?;
-            let dst = &mut out[at..at + p.numel()];
-            ctx.run(p.numel(), |k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), dst));
-            at += p.numel();
-        }
-        let mut shape: Vec<usize> = perm.iter().map(|&i| first.shape()[i]).collect();
-        shape[0] = parts.iter().map(|p| p.shape()[d]).sum();
-        let res = finish(&ctx, out, &shape, dtype)?;
-        Tensor::from_raw(unpermute(res, &perm)?)
+        let raws: Vec<&RawTensor> = parts.iter().map(|p| p.raw()).collect();
+        let y = concat_raw(&ctx, &raws, d)?;
+        let sizes: Vec<usize> = parts.iter().map(|p| p.shape()[d]).collect();
+        Tensor::from_raw(record(y, &raws, move || {
+            Box::new(move |g: &RawTensor| {
+                let mut at = 0;
+                let mut out = Vec::with_capacity(sizes.len());
+                for s in &sizes {
+                    out.push(Some(g.with_layout(g.layout().narrowed(d, at, *s, "concat")?)?));
+                    at += s;
+                }
+                Ok(out)
+            })
+        }))
     }
 }
+
+/// Joins raw tensors along axis `d` (other sizes already checked equal).
+pub(crate) fn concat_raw(ctx: &ExecContext, parts: &[&RawTensor], d: usize) -> Result<RawTensor> {
+    let first = parts.first().ok_or(FucinaError::InvalidArgument { op: "concat", msg: "no tensors".into() })?;
+    let rank = first.shape().len();
+    // Work with axis d leading, where concatenation is appending.
+    let mut perm = vec![d];
+    perm.extend((0..rank).filter(|i| *i != d));
+    let total: usize = parts.iter().map(|p| p.numel()).sum();
+    let mut out = ctx.alloc(total);
+    let mut at = 0;
+    let mut dtype = first.dtype();
+    for p in parts {
+        dtype = dtype.promote(p.dtype());
+        let l = p.layout().permuted(&perm);
+        let src = float_slice(p, "concat")?;
+        let dst = &mut out[at..at + p.numel()];
+        ctx.run(p.numel(), |k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), dst));
+        at += p.numel();
+    }
+    let mut shape: Vec<usize> = perm.iter().map(|&i| first.shape()[i]).collect();
+    shape[0] = parts.iter().map(|p| p.shape()[d]).sum();
+    let res = finish(ctx, out, &shape, dtype)?;
+    unpermute(res, &perm)
+}
+

@@ -13,11 +13,15 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+/// The autograd node that produced a tensor, opaque to this layer (the `autograd` layer owns it).
+pub type GradNode = Arc<dyn std::any::Any + Send + Sync>;
+
 /// A tensor without axis names: shared storage plus a strided view of it.
 #[derive(Clone)]
 pub struct RawTensor {
     storage: Arc<Storage>,
     layout: Layout,
+    node: Option<GradNode>,
 }
 
 impl RawTensor {
@@ -27,7 +31,7 @@ impl RawTensor {
         if n != buf.len() {
             return Err(FucinaError::ElementCount { shape: shape.to_vec(), expected: n, got: buf.len() });
         }
-        Ok(RawTensor { storage: Arc::new(Storage::new(buf)), layout: Layout::contiguous(shape) })
+        Ok(RawTensor { storage: Arc::new(Storage::new(buf)), layout: Layout::contiguous(shape), node: None })
     }
 
     /// A tensor over shared storage with the given layout, checked to stay in bounds.
@@ -39,7 +43,23 @@ impl RawTensor {
                 storage.buffer().len()
             )));
         }
-        Ok(RawTensor { storage, layout })
+        Ok(RawTensor { storage, layout, node: None })
+    }
+
+    /// The autograd node that produced this tensor, if it is tracked.
+    pub fn node(&self) -> Option<&GradNode> {
+        self.node.as_ref()
+    }
+
+    /// The same tensor, tracked by `node`.
+    pub fn with_node(mut self, node: GradNode) -> RawTensor {
+        self.node = Some(node);
+        self
+    }
+
+    /// The same values, no longer tracked by autograd.
+    pub fn detached(&self) -> RawTensor {
+        RawTensor { storage: self.storage.clone(), layout: self.layout.clone(), node: None }
     }
 
     /// The shared storage.
@@ -72,7 +92,7 @@ impl RawTensor {
         self.layout.is_contiguous()
     }
 
-    /// The same storage under another layout (checked).
+    /// The same storage under another layout (checked); the result is untracked.
     pub fn with_layout(&self, layout: Layout) -> Result<RawTensor> {
         RawTensor::from_storage(self.storage.clone(), layout)
     }

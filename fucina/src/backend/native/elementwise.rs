@@ -35,7 +35,15 @@ fn unary_body<M: MulAdd>(op: UnaryOp, x: &[f32], y: &mut [f32]) {
         UnaryOp::Square => map!(|v| v * v),
         UnaryOp::Recip => map!(|v| 1.0 / v),
         UnaryOp::Affine(a, b) => map!(|v| M::mul_add(a, v, b)),
-        UnaryOp::Log | UnaryOp::Gelu | UnaryOp::Softplus | UnaryOp::Powf(_) => map!(|v| unary_scalar(op, v)),
+        UnaryOp::Log
+        | UnaryOp::Gelu
+        | UnaryOp::Softplus
+        | UnaryOp::Powf(_)
+        | UnaryOp::Step
+        | UnaryOp::Sign
+        | UnaryOp::GeluDeriv
+        | UnaryOp::GeluTanhDeriv
+        | UnaryOp::SiluDeriv => map!(|v| unary_scalar(op, v)),
     }
 }
 
@@ -89,6 +97,8 @@ fn binary_row_body(op: BinaryOp, a: &[f32], sa: usize, b: &[f32], sb: usize, out
         BinaryOp::Div => go!(|x: f32, y: f32| x / y),
         BinaryOp::Max => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Max, x, y)),
         BinaryOp::Min => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Min, x, y)),
+        BinaryOp::Gt => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Gt, x, y)),
+        BinaryOp::Eq => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Eq, x, y)),
     }
 }
 

@@ -1,0 +1,160 @@
+//! Finite-difference checks of every differentiable op's backward (scalar backend).
+//!
+//! Inputs are f32, so the central differences use eps = 1e-2 and are compared with
+//! atol = rtol = 3e-3 (f32 rounding of the loss dominates below that).
+
+mod common;
+
+use common::values;
+use fucina::autograd::gradcheck;
+use fucina::prelude::*;
+use fucina::RawTensor;
+
+axis!(pub a, pub b, pub c, pub d);
+
+type T2 = Tensor<axes![a, b]>;
+
+fn raw(seed: u64, shape: &[usize], scale: f32) -> RawTensor {
+    let n: usize = shape.iter().product();
+    RawTensor::from_buffer(fucina::storage::Buffer::F32(values(seed, n).iter().map(|v| v * scale).collect()), shape).unwrap()
+}
+
+fn t<A: fucina::tensor::axes::Axes>(r: &RawTensor) -> Tensor<A> {
+    Tensor::from_raw(r.clone()).unwrap()
+}
+
+/// Weighted sum of all elements with fixed weights, so every output element matters.
+fn weigh<A: fucina::tensor::axes::Axes>(y: Tensor<A>) -> fucina::Result<RawTensor> {
+    let n = y.numel();
+    let flat = y.reshape::<axes![d]>(&[n])?;
+    let w = Tensor::<axes![d]>::from_vec(values(999, n).iter().map(|v| v + 1.5).collect(), &[n])?;
+    Ok(flat.mul(&w)?.sum::<d>()?.into_raw())
+}
+
+fn check(name: &str, inputs: &[RawTensor], f: impl Fn(&[RawTensor]) -> fucina::Result<RawTensor>) {
+    let ctx = ExecContext::with_backend(BackendKind::Scalar, 1).unwrap();
+    let r = gradcheck(&ctx, inputs, f, 1e-2, 3e-3, 3e-3);
+    match r {
+        Ok(rep) => assert!(rep.checked > 0, "{name}: nothing checked"),
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+#[test]
+fn unary_ops() {
+    let x = raw(1, &[3, 4], 1.5);
+    let pos = raw(2, &[3, 4], 1.0);
+    type F = fn(&T2) -> fucina::Result<T2>;
+    let cases: Vec<(&str, F, bool)> = vec![
+        ("neg", |x| x.neg(), false),
+        ("exp", |x| x.exp(), false),
+        ("tanh", |x| x.tanh(), false),
+        ("sigmoid", |x| x.sigmoid(), false),
+        ("gelu", |x| x.gelu(), false),
+        ("gelu_tanh", |x| x.gelu_tanh(), false),
+        ("silu", |x| x.silu(), false),
+        ("softplus", |x| x.softplus(), false),
+        ("square", |x| x.square(), false),
+        ("affine", |x| x.affine(-2.0, 0.5), false),
+        ("log", |x| x.log(), true),
+        ("sqrt", |x| x.sqrt(), true),
+        ("rsqrt", |x| x.rsqrt(), true),
+        ("recip", |x| x.recip(), true),
+        ("powf", |x| x.powf(1.7), true),
+        ("relu", |x| x.relu(), false),
+        ("abs", |x| x.abs(), false),
+    ];
+    for (name, f, positive) in cases {
+        let input = if positive { pos.to_f32_vec().iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>() } else { x.to_f32_vec() };
+        // Keep relu/abs inputs away from the kink at 0, where differences are not derivatives.
+        let input: Vec<f32> = input.iter().map(|v| if v.abs() < 0.05 { v + 0.1 } else { *v }).collect();
+        let r = RawTensor::from_buffer(fucina::storage::Buffer::F32(input), &[3, 4]).unwrap();
+        check(name, &[r], |xs| weigh(f(&t::<axes![a, b]>(&xs[0]))?));
+    }
+}
+
+#[test]
+fn binary_ops_with_broadcasting() {
+    let x = raw(3, &[3, 4], 1.0);
+    let y = raw(4, &[3, 4], 1.0);
+    let row = RawTensor::from_buffer(fucina::storage::Buffer::F32(values(5, 4).iter().map(|v| v + 2.0).collect()), &[4]).unwrap();
+    let ba = raw(6, &[4, 3], 1.0);
+    check("add", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).add(&t::<axes![a, b]>(&v[1]))?));
+    check("sub_bcast", &[x.clone(), row.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).sub(&t::<axes![b]>(&v[1]))?));
+    check("mul_perm", &[x.clone(), ba.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).mul(&t::<axes![b, a]>(&v[1]))?));
+    check("div_bcast", &[x.clone(), row.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).div(&t::<axes![b]>(&v[1]))?));
+    check("maximum", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).maximum(&t::<axes![a, b]>(&v[1]))?));
+    check("minimum", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).minimum(&t::<axes![a, b]>(&v[1]))?));
+    check("x*x (shared input)", &[x.clone()], |v| {
+        let xt = t::<axes![a, b]>(&v[0]);
+        weigh(xt.mul(&xt)?.add(&xt)?)
+    });
+}
+
+#[test]
+fn reductions_softmax_norms() {
+    let x = raw(7, &[3, 5], 2.0);
+    let w = raw(8, &[5], 1.0);
+    let bias = raw(9, &[5], 1.0);
+    check("sum", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).sum::<b>()?));
+    check("mean", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).mean::<a>()?));
+    check("max", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).max::<b>()?));
+    check("min", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).min::<a>()?));
+    check("logsumexp", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).logsumexp::<b>()?));
+    check("sum_all", &[x.clone()], |v| Ok(t::<axes![a, b]>(&v[0]).sum::<(a, b)>()?.into_raw()));
+    check("softmax_b", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<b>()?));
+    check("softmax_a", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<a>()?));
+    check("log_softmax", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).log_softmax::<b>()?));
+    check("rms_norm", &[x.clone(), w.clone()], |v| {
+        weigh(t::<axes![a, b]>(&v[0]).rms_norm::<b>(Some(&t::<axes![b]>(&v[1])), 1e-5)?)
+    });
+    check("rms_norm_axis_a", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).rms_norm::<a>(None, 1e-5)?));
+    check("layer_norm", &[x.clone(), w.clone(), bias.clone()], |v| {
+        let (wt, bt) = (t::<axes![b]>(&v[1]), t::<axes![b]>(&v[2]));
+        weigh(t::<axes![a, b]>(&v[0]).layer_norm::<b>(Some(&wt), Some(&bt), 1e-5)?)
+    });
+}
+
+#[test]
+fn contractions_and_views() {
+    let x = raw(10, &[2, 3, 4], 1.0);
+    let w = raw(11, &[5, 4], 1.0);
+    let y = raw(12, &[2, 4, 6], 1.0);
+    check("contract", &[x.clone(), w.clone()], |v| {
+        let (xt, wt) = (t::<axes![a, b, c]>(&v[0]), t::<axes![d, c]>(&v[1]));
+        weigh(einsum!(xt, wt; c ->)?)
+    });
+    check("batched contract", &[x.clone(), y.clone()], |v| {
+        let (xt, yt) = (t::<axes![a, b, c]>(&v[0]), t::<axes![a, c, d]>(&v[1]));
+        weigh(einsum!(xt, yt; c -> d a b)?)
+    });
+    check("two-axis contract", &[x.clone(), y.clone()], |v| {
+        let (xt, yt) = (t::<axes![a, b, c]>(&v[0]), t::<axes![a, c, d]>(&v[1]));
+        weigh(xt.contract::<(a, c), _>(&yt)?)
+    });
+    check("permute", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, a, b]>()?));
+    check("narrow", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).narrow::<b>(1, 2)?));
+    check("split+concat", &[x.clone()], |v| {
+        let p = t::<axes![a, b, c]>(&v[0]).split::<c>(&[1, 3])?;
+        weigh(Tensor::concat::<c>(&[&p[1], &p[0]])?.tanh()?)
+    });
+    check("reshape", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, b, a]>()?.reshape::<axes![a, d]>(&[4, 6])?));
+    check("rename", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).rename::<b, d>()?.exp()?));
+}
+
+#[test]
+fn mlp_end_to_end() {
+    axis!(pub h);
+    let x = raw(20, &[4, 3], 1.0);
+    let w1 = raw(21, &[5, 3], 0.7);
+    let b1 = raw(22, &[5], 0.1);
+    let w2 = raw(23, &[2, 5], 0.7);
+    check("mlp", &[x, w1, b1, w2], |v| {
+        let xt = t::<axes![batch, in]>(&v[0]);
+        let (w1t, b1t, w2t) = (t::<axes![h, in]>(&v[1]), t::<axes![h]>(&v[2]), t::<axes![class, h]>(&v[3]));
+        let h1 = einsum!(xt, w1t; in ->)?.add(&b1t)?.tanh()?;
+        let logits = h1.dot::<h, _>(&w2t)?;
+        let lp = logits.log_softmax::<class>()?;
+        Ok(lp.narrow::<class>(0, 1)?.sum::<(batch, class)>()?.neg()?.into_raw())
+    });
+}
