@@ -16,7 +16,8 @@ type T2 = Tensor<axes![a, b]>;
 
 fn raw(seed: u64, shape: &[usize], scale: f32) -> RawTensor {
     let n: usize = shape.iter().product();
-    RawTensor::from_buffer(fucina::storage::Buffer::F32(values(seed, n).iter().map(|v| v * scale).collect()), shape).unwrap()
+    RawTensor::from_buffer(fucina::storage::Buffer::F32(values(seed, n).iter().map(|v| v * scale).collect()), shape)
+        .unwrap()
 }
 
 fn t<A: fucina::tensor::axes::Axes>(r: &RawTensor) -> Tensor<A> {
@@ -65,7 +66,8 @@ fn unary_ops() {
         ("abs", |x| x.abs(), false),
     ];
     for (name, f, positive) in cases {
-        let input = if positive { pos.to_f32_vec().iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>() } else { x.to_f32_vec() };
+        let input =
+            if positive { pos.to_f32_vec().iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>() } else { x.to_f32_vec() };
         // Keep relu/abs inputs away from the kink at 0, where differences are not derivatives.
         let input: Vec<f32> = input.iter().map(|v| if v.abs() < 0.05 { v + 0.1 } else { *v }).collect();
         let r = RawTensor::from_buffer(fucina::storage::Buffer::F32(input), &[3, 4]).unwrap();
@@ -77,7 +79,9 @@ fn unary_ops() {
 fn binary_ops_with_broadcasting() {
     let x = raw(3, &[3, 4], 1.0);
     let y = raw(4, &[3, 4], 1.0);
-    let row = RawTensor::from_buffer(fucina::storage::Buffer::F32(values(5, 4).iter().map(|v| v + 2.0).collect()), &[4]).unwrap();
+    let row =
+        RawTensor::from_buffer(fucina::storage::Buffer::F32(values(5, 4).iter().map(|v| v + 2.0).collect()), &[4])
+            .unwrap();
     let ba = raw(6, &[4, 3], 1.0);
     check("add", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).add(&t::<axes![a, b]>(&v[1]))?));
     check("sub_bcast", &[x.clone(), row.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).sub(&t::<axes![b]>(&v[1]))?));
@@ -138,7 +142,9 @@ fn contractions_and_views() {
         let p = t::<axes![a, b, c]>(&v[0]).split::<c>(&[1, 3])?;
         weigh(Tensor::concat::<c>(&[&p[1], &p[0]])?.tanh()?)
     });
-    check("reshape", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, b, a]>()?.reshape::<axes![a, d]>(&[4, 6])?));
+    check("reshape", &[x.clone()], |v| {
+        weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, b, a]>()?.reshape::<axes![a, d]>(&[4, 6])?)
+    });
     check("rename", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).rename::<b, d>()?.exp()?));
 }
 
@@ -157,4 +163,37 @@ fn mlp_end_to_end() {
         let lp = logits.log_softmax::<class>()?;
         Ok(lp.narrow::<class>(0, 1)?.sum::<(batch, class)>()?.neg()?.into_raw())
     });
+}
+
+#[test]
+fn indexing_selection_cast_conv() {
+    axis!(pub v, pub h, pub s, pub ch, pub o, pub tap, pub tm);
+    let table = raw(30, &[6, 3], 1.0);
+    check("embedding", &[table], |x| {
+        let ids = Tensor::<axes![batch, s]>::from_vec(vec![1u32, 5, 1, 0], &[2, 2])?;
+        weigh(t::<axes![v, h]>(&x[0]).embedding(&ids)?)
+    });
+    let src = raw(31, &[3, 5, 2], 1.0);
+    check("gather", &[src], |x| {
+        let idx = Tensor::<axes![a, b, c]>::from_vec((0..3 * 4 * 2).map(|i| (i * 7 % 5) as u32).collect(), &[3, 4, 2])?;
+        weigh(t::<axes![a, b, c]>(&x[0]).gather::<b>(&idx)?)
+    });
+    let (p, q) = (raw(32, &[3, 4], 1.0), raw(33, &[3, 4], 1.0));
+    check("where_cond", &[p.clone(), q], |x| {
+        let cond = Tensor::<axes![b]>::from_vec(vec![1.0f32, 0.0, 2.0, 0.0], &[4])?;
+        weigh(Tensor::where_cond(&cond, &t::<axes![a, b]>(&x[0]), &t::<axes![a, b]>(&x[1]))?)
+    });
+    check("masked_fill", &[p], |x| {
+        let mask = Tensor::<axes![a]>::from_vec(vec![0.0f32, 1.0, 0.0], &[3])?;
+        weigh(t::<axes![a, b]>(&x[0]).masked_fill(&mask, -5.0)?)
+    });
+    let xs = raw(34, &[2, 3, 9], 1.0);
+    let w = raw(35, &[4, 3, 3], 0.5);
+    let bias = raw(36, &[4], 0.5);
+    for (dil, padding) in [(1, Padding::Causal), (2, Padding::Causal), (3, Padding::Same), (1, Padding::Valid)] {
+        check(&format!("conv1d d={dil} {padding:?}"), &[xs.clone(), w.clone(), bias.clone()], |x| {
+            let (xt, wt, bt) = (t::<axes![batch, ch, tm]>(&x[0]), t::<axes![o, ch, tap]>(&x[1]), t::<axes![o]>(&x[2]));
+            weigh(xt.conv1d(&wt, Some(&bt), Conv1dOptions { dilation: dil, padding })?)
+        });
+    }
 }

@@ -228,3 +228,28 @@ fn random_streams_do_not_depend_on_backend_or_threads() {
     assert_eq!(base, mk(BackendKind::Native, 2));
     assert!(base.1.iter().all(|v| (-1.0..1.0).contains(v)));
 }
+
+#[test]
+fn backward_kernels_agree() {
+    // conv1d_backward, scatter_add_rows (embedding/gather) and every op's backward on both backends.
+    axis!(pub bt, pub ch, pub tm, pub co, pub tap, pub v, pub h);
+    let grads = || {
+        let ctx = fucina::ExecContext::current();
+        let x = Tensor::<axes![bt, ch, tm]>::from_vec(values(700, 2 * 5 * 70), &[2, 5, 70]).unwrap().requires_grad();
+        let w = Tensor::<axes![co, ch, tap]>::from_vec(values(701, 6 * 5 * 3), &[6, 5, 3]).unwrap().requires_grad();
+        let table = Tensor::<axes![v, h]>::from_vec(values(702, 9 * 70), &[9, 70]).unwrap().requires_grad();
+        let ids = Tensor::<axes![bt, co]>::from_vec((0..12).map(|i| (i * 5 % 9) as u32).collect(), &[2, 6]).unwrap();
+        let scope = ctx.open_exec_scope();
+        let y = x.conv1d(&w, None, Conv1dOptions { dilation: 4, padding: Padding::Causal }).unwrap();
+        let e = table.embedding(&ids).unwrap().rename::<h, tm>().unwrap();
+        let z = y.mul(&e).unwrap().tanh().unwrap().softmax::<tm>().unwrap();
+        let loss = z.mul(&y).unwrap().sum::<(bt, co, tm)>().unwrap();
+        loss.backward(&ctx).unwrap();
+        drop(scope);
+        [x.grad().unwrap().to_f32_vec(), w.grad().unwrap().to_f32_vec(), table.grad().unwrap().to_f32_vec()]
+    };
+    let (s, n) = on_both(grads);
+    for (i, (p, q)) in s.iter().zip(&n).enumerate() {
+        assert_close(&format!("grad #{i}"), q, p, 2e-5, 2e-5);
+    }
+}

@@ -30,7 +30,10 @@ pub fn gradcheck(
     atol: f64,
     rtol: f64,
 ) -> Result<GradcheckReport> {
-    let leaves: Vec<RawTensor> = inputs.iter().map(|t| track(RawTensor::from_buffer(Buffer::F32(t.to_f32_vec()), t.shape()).unwrap_or_else(|_| t.clone()))).collect();
+    let leaves: Vec<RawTensor> = inputs
+        .iter()
+        .map(|t| track(RawTensor::from_buffer(Buffer::F32(t.to_f32_vec()), t.shape()).unwrap_or_else(|_| t.clone())))
+        .collect();
     let analytic: Vec<Vec<f32>> = {
         let scope = ctx.open_exec_scope();
         let l = loss(&leaves)?;
@@ -43,10 +46,7 @@ pub fn gradcheck(
         })?;
         super::engine::backward(ctx, root, RawTensor::from_buffer(Buffer::F32(vec![1.0]), l.shape())?)?;
         drop(scope);
-        leaves
-            .iter()
-            .map(|t| grad_of(t).map(|g| g.to_f32_vec()).unwrap_or_else(|| vec![0.0; t.numel()]))
-            .collect()
+        leaves.iter().map(|t| grad_of(t).map(|g| g.to_f32_vec()).unwrap_or_else(|| vec![0.0; t.numel()])).collect()
     };
     leaves.iter().for_each(zero_grad_of);
     let eval = |vals: &[Vec<f32>]| -> Result<f64> {

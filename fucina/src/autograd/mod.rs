@@ -82,7 +82,10 @@ impl<A: Axes> Tensor<A> {
         if self.numel() != 1 {
             return Err(FucinaError::InvalidArgument {
                 op: "backward",
-                msg: format!("backward needs a one-element loss, this tensor has {} elements; use backward_with", self.numel()),
+                msg: format!(
+                    "backward needs a one-element loss, this tensor has {} elements; use backward_with",
+                    self.numel()
+                ),
             });
         }
         self.backward_with(ctx, &Tensor::from_raw(RawTensor::from_buffer(Buffer::F32(vec![1.0]), self.shape())?)?)

@@ -66,7 +66,11 @@ impl Node {
     }
 
     /// Adds `g` to the stored gradient with `add`.
-    pub(crate) fn accumulate(&self, g: RawTensor, add: impl FnOnce(&RawTensor, &RawTensor) -> Result<RawTensor>) -> Result<()> {
+    pub(crate) fn accumulate(
+        &self,
+        g: RawTensor,
+        add: impl FnOnce(&RawTensor, &RawTensor) -> Result<RawTensor>,
+    ) -> Result<()> {
         let mut slot = lock(&self.grad);
         *slot = Some(match slot.take() {
             None => g,

@@ -234,6 +234,18 @@ pub trait Kernels: Send + Sync + 'static {
     fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]);
     /// `out[idx] = if cond[idx] != 0 { t[idx] } else { f[idx] }` over `shape`, operands strided.
     fn select(&self, shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>, out: &mut [f32]);
+    /// `out[ids[i], :] += src[i, :]` for rows of `cols` elements (ids checked): the backward of a gather.
+    fn scatter_add_rows(&self, cols: usize, ids: &[u32], src: &[f32], out: &mut [f32]) {
+        for (i, id) in ids.iter().enumerate() {
+            let (o, s) = (*id as usize * cols, i * cols);
+            for j in 0..cols {
+                out[o + j] += src[s + j];
+            }
+        }
+    }
+    /// Backward of [`conv1d`](Kernels::conv1d): `dx` and `dw` (both overwritten) from `g [batch, cout, t_out]`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv1d_backward(&self, p: &Conv1d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]);
     /// `out[i, :] = table[ids[i], :]` for a contiguous `[rows, cols]` table (ids checked).
     fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]);
 }

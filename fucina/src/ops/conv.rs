@@ -3,9 +3,10 @@
 use super::{contiguous_f32, finish};
 use crate::backend::Conv1d;
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::tensor::axes::Axis;
-use crate::tensor::Tensor;
+use crate::tensor::{RawTensor, Tensor};
 
 /// How a convolution pads its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +86,37 @@ impl<Bt: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Tenso
         };
         let t_out = p.t_out();
         let mut out = ctx.alloc(batch * cout * t_out);
-        ctx.run(batch * cout * t_out * cin * k, |kern| kern.conv1d(&p, &x, &w, b.as_deref(), &mut out));
-        Tensor::from_raw(finish(&ctx, out, &[batch, cout, t_out], self.dtype().promote(weight.dtype()))?)
+        let work = batch * cout * t_out * cin * k;
+        ctx.run(work, |kern| kern.conv1d(&p, &x, &w, b.as_deref(), &mut out));
+        let y = finish(&ctx, out, &[batch, cout, t_out], self.dtype().promote(weight.dtype()))?;
+        let (xv, wv) = (x.to_vec(), w.to_vec());
+        let has_bias = bias.is_some();
+        let mut inputs = vec![self.raw(), weight.raw()];
+        inputs.extend(bias.map(|b| b.raw()));
+        Tensor::from_raw(record(y, &inputs, move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                let gc = contiguous_f32(&ctx, g, "conv1d backward")?;
+                let mut dx = vec![0.0f32; xv.len()];
+                let mut dw = vec![0.0f32; wv.len()];
+                ctx.run(work, |kern| kern.conv1d_backward(&p, &xv, &wv, &gc, &mut dx, &mut dw));
+                let mut grads =
+                    vec![Some(ctx.wrap_f32(dx, &[batch, cin, t_in])?), Some(ctx.wrap_f32(dw, &[cout, cin, k])?)];
+                if has_bias {
+                    let g3 = ctx.wrap_f32(gc.to_vec(), &[batch, cout, t_out])?;
+                    grads.push(Some(
+                        crate::ops::reduce_raw(
+                            &ctx,
+                            crate::backend::ReduceOp::Sum,
+                            &g3,
+                            &["b", "o", "t"],
+                            &["b", "t"],
+                        )?
+                        .0,
+                    ));
+                }
+                Ok(grads)
+            })
+        }))
     }
 }

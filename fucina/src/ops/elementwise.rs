@@ -2,10 +2,10 @@
 
 use super::grad::{positional, unbroadcast};
 use super::{contiguous_f32, finish, pos, F32View};
-use crate::exec::graph::record;
 use crate::backend::{BinaryOp, Strided, UnaryOp};
 use crate::dtype::DType;
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::storage::Buffer;
 use crate::tensor::axes::{Axes, BroadcastFrom};
@@ -107,7 +107,9 @@ fn binary_backward(
     y: &RawTensor,
     g: &RawTensor,
 ) -> Result<(RawTensor, RawTensor)> {
-    let bin = |o: BinaryOp, x: &RawTensor, xn: &[&'static str], z: &RawTensor, zn: &[&'static str]| binary_raw(ctx, o, x, xn, z, zn);
+    let bin = |o: BinaryOp, x: &RawTensor, xn: &[&'static str], z: &RawTensor, zn: &[&'static str]| {
+        binary_raw(ctx, o, x, xn, z, zn)
+    };
     let down = |t: &RawTensor| unbroadcast(ctx, t, an, bn);
     let neg = |t: &RawTensor| unary_raw(ctx, UnaryOp::Neg, t);
     match op {
@@ -290,7 +292,16 @@ impl<A: Axes> Tensor<A> {
         ctx.run(on_true.numel(), |k| {
             k.select(shape, vc.strided(&cst), vt.strided(vt.strides()), vf.strided(vf.strides()), &mut out)
         });
-        Tensor::from_raw(finish(&ctx, out, shape, on_true.dtype().promote(on_false.dtype()))?)
+        let y = finish(&ctx, out, shape, on_true.dtype().promote(on_false.dtype()))?;
+        let (cd, cn) = (cond_f.detached(), C::names());
+        Tensor::from_raw(record(y, &[on_true.raw(), on_false.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                let gt = mask_grad(&ctx, g, &names, &cd, &cn)?;
+                let gf = binary_raw(&ctx, BinaryOp::Sub, g, &names, &gt, &names)?;
+                Ok(vec![Some(gt), Some(gf)])
+            })
+        }))
     }
 
     /// `value` where `mask != 0`, else `self`; `mask` broadcasts by axis name.
@@ -310,13 +321,40 @@ impl<A: Axes> Tensor<A> {
         let fill_view = Strided { data: &fill, offset: 0, strides: &zeros };
         let mut out = ctx.alloc(self.numel());
         ctx.run(self.numel(), |k| k.select(shape, vm.strided(&mst), fill_view, vx.strided(vx.strides()), &mut out));
-        Tensor::from_raw(finish(&ctx, out, shape, self.dtype())?)
+        let y = finish(&ctx, out, shape, self.dtype())?;
+        let (md, mn) = (mask_f.detached(), C::names());
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                let filled = mask_grad(&ctx, g, &names, &md, &mn)?;
+                Ok(vec![Some(binary_raw(&ctx, BinaryOp::Sub, g, &names, &filled, &names)?)])
+            })
+        }))
     }
 
     /// Converts the elements to `dtype` (rounding to nearest even for half types).
     pub fn cast(&self, dtype: DType) -> Result<Tensor<A>> {
-        Tensor::from_raw(cast_raw(self.raw(), dtype)?)
+        let y = cast_raw(self.raw(), dtype)?;
+        let from = self.dtype();
+        if !from.is_float() || !dtype.is_float() {
+            return Tensor::from_raw(y);
+        }
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| Ok(vec![Some(cast_raw(g, from)?)]))
+        }))
     }
+}
+
+/// `g` where the condition is nonzero, 0 elsewhere (condition broadcast by name).
+fn mask_grad(
+    ctx: &ExecContext,
+    g: &RawTensor,
+    names: &[&'static str],
+    cond: &RawTensor,
+    cn: &[&'static str],
+) -> Result<RawTensor> {
+    let m = unary_raw(ctx, UnaryOp::Step, &unary_raw(ctx, UnaryOp::Abs, cond)?)?;
+    binary_raw(ctx, BinaryOp::Mul, g, names, &m, cn)
 }
 
 /// Casts any tensor to `dtype` as a new contiguous tensor (same tensor if already that dtype).

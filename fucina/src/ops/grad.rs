@@ -2,7 +2,7 @@
 //! the ops, and the broadcasting rules run backwards (sum over broadcast axes, expand).
 
 use super::elementwise::{binary_raw, broadcast_strides};
-use super::{finish, float_slice, perm_to, pos, reduce_raw};
+use super::{finish, float_slice, perm_to, reduce_raw};
 use crate::backend::{BinaryOp, ReduceOp};
 use crate::error::Result;
 use crate::exec::ExecContext;
@@ -23,7 +23,12 @@ pub fn add_same(ctx: &ExecContext, a: &RawTensor, b: &RawTensor) -> Result<RawTe
 }
 
 /// Sums `g` (axes `gn`) over the axes `target` lacks and orders it like `target`.
-pub(crate) fn unbroadcast(ctx: &ExecContext, g: &RawTensor, gn: &[&'static str], target: &[&'static str]) -> Result<RawTensor> {
+pub(crate) fn unbroadcast(
+    ctx: &ExecContext,
+    g: &RawTensor,
+    gn: &[&'static str],
+    target: &[&'static str],
+) -> Result<RawTensor> {
     let extra: Vec<&'static str> = gn.iter().copied().filter(|n| !target.contains(n)).collect();
     let (r, kept) = if extra.is_empty() {
         (g.clone(), gn.to_vec())
@@ -39,7 +44,13 @@ pub(crate) fn unbroadcast(ctx: &ExecContext, g: &RawTensor, gn: &[&'static str],
 }
 
 /// Broadcasts `g` (axes `gn`, a subset of `target`) to the shape `shape` of `target`, contiguous.
-pub(crate) fn expand(ctx: &ExecContext, g: &RawTensor, gn: &[&'static str], target: &[&'static str], shape: &[usize]) -> Result<RawTensor> {
+pub(crate) fn expand(
+    ctx: &ExecContext,
+    g: &RawTensor,
+    gn: &[&'static str],
+    target: &[&'static str],
+    shape: &[usize],
+) -> Result<RawTensor> {
     let src = float_slice(g, "expand")?;
     let st = broadcast_strides(target, shape, gn, g.shape(), g.layout().strides())?;
     let n: usize = shape.iter().product();
@@ -48,4 +59,3 @@ pub(crate) fn expand(ctx: &ExecContext, g: &RawTensor, gn: &[&'static str], targ
     ctx.run(n, |k| k.copy_strided(src, off, shape, &st, &mut out));
     finish(ctx, out, shape, g.dtype())
 }
-

@@ -4,6 +4,7 @@ use super::{contiguous_f32, finish, float_slice_contiguous, pos, unpermute};
 use crate::backend::FloatSlice;
 use crate::dtype::DType;
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, Axis, CanJoin, HasAxes};
 use crate::tensor::{RawTensor, Tensor};
@@ -33,7 +34,16 @@ impl<V: Axis + Send + Sync, H: Axis + Send + Sync> Tensor<(V, H)> {
         ctx.run(idx.len() * cols, |k| k.gather_rows(data, cols, &idx, &mut out));
         let mut shape = ids.shape().to_vec();
         shape.push(cols);
-        Tensor::from_raw(finish(&ctx, out, &shape, self.dtype())?)
+        let y = finish(&ctx, out, &shape, self.dtype())?;
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                let ctx = ExecContext::current();
+                let gc = contiguous_f32(&ctx, g, "embedding backward")?;
+                let mut dt = vec![0.0f32; rows * cols];
+                ctx.run(gc.len(), |k| k.scatter_add_rows(cols, &idx, &gc, &mut dt));
+                Ok(vec![Some(ctx.wrap_f32(dt, &[rows, cols])?)])
+            })
+        }))
     }
 }
 
@@ -77,6 +87,19 @@ impl<A: Axes> Tensor<A> {
         let mut out = ctx.alloc(flat.len());
         ctx.run(flat.len(), |k| k.gather_rows(FloatSlice::F32(&src), 1, &flat, &mut out));
         let res = finish(&ctx, out, idx_view.shape(), self.dtype())?;
-        Tensor::from_raw(unpermute(res, &perm)?)
+        let y = unpermute(res, &perm)?;
+        let src_shape = src_view.shape().to_vec();
+        let n_src = src.len();
+        Tensor::from_raw(record(y, &[self.raw()], move || {
+            Box::new(move |g: &RawTensor| {
+                // Scatter-add g back along the gathered axis, in the permuted order, then view back.
+                let ctx = ExecContext::current();
+                let gv = g.with_layout(g.layout().permuted(&perm))?;
+                let gc = contiguous_f32(&ctx, &gv, "gather backward")?;
+                let mut ds = vec![0.0f32; n_src];
+                ctx.run(gc.len(), |k| k.scatter_add_rows(1, &flat, &gc, &mut ds));
+                Ok(vec![Some(unpermute(ctx.wrap_f32(ds, &src_shape)?, &perm)?)])
+            })
+        }))
     }
 }

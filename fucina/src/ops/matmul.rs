@@ -7,9 +7,9 @@
 use super::{float_slice, perm_to, pos};
 use crate::backend::{Gemm, MatRef};
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, AxisSet, CanContract};
-use crate::exec::graph::record;
 use crate::tensor::{Layout, RawTensor, Tensor};
 
 /// The single stride of a group of axes, if they can be walked as one.

@@ -4,8 +4,8 @@ use super::elementwise::{binary_raw, unary_raw};
 use super::grad::{expand, unbroadcast};
 use super::{contiguous_f32, finish, perm_to, pos, unpermute};
 use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
-use crate::exec::graph::record;
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, Axis, AxisSet, CanReduce, HasAxes};
 use crate::tensor::{RawTensor, Tensor};
@@ -147,7 +147,8 @@ impl<A: Axes> Tensor<A> {
                         binary_raw(&ctx, BinaryOp::Mul, &ge, &names, &share, &names)?
                     }
                     ReduceOp::LogSumExp => {
-                        let p = unary_raw(&ctx, UnaryOp::Exp, &binary_raw(&ctx, BinaryOp::Sub, &xd, &names, &yd, &kept)?)?;
+                        let p =
+                            unary_raw(&ctx, UnaryOp::Exp, &binary_raw(&ctx, BinaryOp::Sub, &xd, &names, &yd, &kept)?)?;
                         binary_raw(&ctx, BinaryOp::Mul, &ge, &names, &p, &names)?
                     }
                 };
@@ -248,7 +249,14 @@ impl<A: Axes> Tensor<A> {
                 };
                 let dot = mean_axis(&ctx, &binary_raw(&ctx, BinaryOp::Mul, &gw, &names, &n, &names)?, &names, axis)?;
                 let nd = binary_raw(&ctx, BinaryOp::Mul, &n, &names, &dot, &kept)?;
-                let gx = binary_raw(&ctx, BinaryOp::Mul, &binary_raw(&ctx, BinaryOp::Sub, &gw, &names, &nd, &names)?, &names, &inv, &kept)?;
+                let gx = binary_raw(
+                    &ctx,
+                    BinaryOp::Mul,
+                    &binary_raw(&ctx, BinaryOp::Sub, &gw, &names, &nd, &names)?,
+                    &names,
+                    &inv,
+                    &kept,
+                )?;
                 let mut out = vec![Some(gx)];
                 if wd.is_some() {
                     let gn = binary_raw(&ctx, BinaryOp::Mul, g, &names, &n, &names)?;
@@ -302,7 +310,14 @@ impl<A: Axes> Tensor<A> {
                 let m1 = mean_axis(&ctx, &gx, &names, axis)?;
                 let m2 = mean_axis(&ctx, &binary_raw(&ctx, BinaryOp::Mul, &gx, &names, &xhat, &names)?, &names, axis)?;
                 let t = binary_raw(&ctx, BinaryOp::Sub, &gx, &names, &m1, &kept)?;
-                let t = binary_raw(&ctx, BinaryOp::Sub, &t, &names, &binary_raw(&ctx, BinaryOp::Mul, &xhat, &names, &m2, &kept)?, &names)?;
+                let t = binary_raw(
+                    &ctx,
+                    BinaryOp::Sub,
+                    &t,
+                    &names,
+                    &binary_raw(&ctx, BinaryOp::Mul, &xhat, &names, &m2, &kept)?,
+                    &names,
+                )?;
                 let mut out = vec![Some(binary_raw(&ctx, BinaryOp::Mul, &t, &names, &inv, &kept)?)];
                 if has_w {
                     let gxh = binary_raw(&ctx, BinaryOp::Mul, g, &names, &xhat, &names)?;

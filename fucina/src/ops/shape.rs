@@ -1,11 +1,11 @@
 //! Views and layout ops: permute, rename, narrow, split, reshape, contiguous, concat.
 
 use super::{contiguous_f32, finish, float_slice, inverse, perm_to, pos, unpermute};
-use crate::exec::graph::record;
-use crate::tensor::RawTensor;
 use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
 use crate::exec::ExecContext;
 use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes, PermuteTo};
+use crate::tensor::RawTensor;
 use crate::tensor::Tensor;
 
 impl<A: Axes> Tensor<A> {
@@ -103,7 +103,11 @@ impl<A: Axes> Tensor<A> {
         Tensor::from_raw(record(y, &[base.raw()], move || {
             Box::new(move |g: &RawTensor| {
                 let ctx = ExecContext::current();
-                let gc = if g.is_contiguous() { g.clone() } else { ctx.wrap_f32(contiguous_f32(&ctx, g, "reshape")?.to_vec(), g.shape())? };
+                let gc = if g.is_contiguous() {
+                    g.clone()
+                } else {
+                    ctx.wrap_f32(contiguous_f32(&ctx, g, "reshape")?.to_vec(), g.shape())?
+                };
                 Ok(vec![Some(gc.with_layout(gc.layout().reshaped(&orig)?)?)])
             })
         }))
@@ -184,4 +188,3 @@ pub(crate) fn concat_raw(ctx: &ExecContext, parts: &[&RawTensor], d: usize) -> R
     let res = finish(ctx, out, &shape, dtype)?;
     unpermute(res, &perm)
 }
-

@@ -126,6 +126,57 @@ impl Kernels for Native {
         elementwise::select(shape, cond, t, f, out)
     }
 
+    fn conv1d_backward(&self, p: &Conv1d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        // dW = sum_b g_b * cols_b^T and dcols_b = W^T * g_b, then col2im into dx.
+        let t_out = p.t_out();
+        let kk = p.cin * p.k;
+        dx.fill(0.0);
+        dw.fill(0.0);
+        let mut cols = vec![0.0f32; kk * t_out];
+        let mut dwb = vec![0.0f32; p.cout * kk];
+        let mut dcols = vec![0.0f32; kk * t_out];
+        for b in 0..p.batch {
+            for (row, dst) in cols.chunks_mut(t_out).enumerate() {
+                let (ci, tap) = (row / p.k, row % p.k);
+                let src = &x[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
+                for (t, d) in dst.iter_mut().enumerate() {
+                    let s = t + tap * p.dilation;
+                    *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
+                }
+            }
+            let gb = &g[b * p.cout * t_out..(b + 1) * p.cout * t_out];
+            let gw = Gemm {
+                batch: 1,
+                m: p.cout,
+                n: kk,
+                k: t_out,
+                a: MatRef { data: FloatSlice::F32(gb), offset: 0, bs: 0, rs: t_out, cs: 1 },
+                b: MatRef { data: FloatSlice::F32(&cols), offset: 0, bs: 0, rs: 1, cs: t_out },
+            };
+            gemm::gemm(&gw, &mut dwb);
+            dw.iter_mut().zip(&dwb).for_each(|(d, v)| *d += v);
+            let gx = Gemm {
+                batch: 1,
+                m: kk,
+                n: t_out,
+                k: p.cout,
+                a: MatRef { data: FloatSlice::F32(w), offset: 0, bs: 0, rs: 1, cs: kk },
+                b: MatRef { data: FloatSlice::F32(gb), offset: 0, bs: 0, rs: t_out, cs: 1 },
+            };
+            gemm::gemm(&gx, &mut dcols);
+            for (row, src) in dcols.chunks(t_out).enumerate() {
+                let (ci, tap) = (row / p.k, row % p.k);
+                let dst = &mut dx[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
+                for (t, v) in src.iter().enumerate() {
+                    let s = t + tap * p.dilation;
+                    if s >= p.pad_left && s - p.pad_left < p.t_in {
+                        dst[s - p.pad_left] += v;
+                    }
+                }
+            }
+        }
+    }
+
     fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]) {
         if cols == 0 {
             return;

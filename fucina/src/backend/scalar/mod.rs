@@ -144,6 +144,31 @@ impl Kernels for Scalar {
         }
     }
 
+    fn conv1d_backward(&self, p: &Conv1d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        let t_out = p.t_out();
+        dx.fill(0.0);
+        dw.fill(0.0);
+        for b in 0..p.batch {
+            for co in 0..p.cout {
+                for t in 0..t_out {
+                    let gv = g[(b * p.cout + co) * t_out + t];
+                    for ci in 0..p.cin {
+                        for kk in 0..p.k {
+                            let src = t + kk * p.dilation;
+                            if src < p.pad_left || src - p.pad_left >= p.t_in {
+                                continue;
+                            }
+                            let xi = (b * p.cin + ci) * p.t_in + src - p.pad_left;
+                            let wi = (co * p.cin + ci) * p.k + kk;
+                            dw[wi] += gv * x[xi];
+                            dx[xi] += gv * w[wi];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]) {
         for (r, id) in ids.iter().enumerate() {
             for j in 0..cols {
