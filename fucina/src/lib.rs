@@ -24,6 +24,7 @@ pub mod exec;
 pub mod formats;
 pub mod nn;
 pub mod ops;
+pub mod optim;
 pub mod rng;
 pub mod storage;
 pub mod tensor;

@@ -1,5 +1,6 @@
 //! The `Module` trait: named parameter listing, mutable visiting and counting.
 
+use crate::autograd;
 use crate::error::{FucinaError, Result};
 use crate::tensor::axes::Axes;
 use crate::tensor::{RawTensor, Tensor};
@@ -20,7 +21,8 @@ impl<'a> ParamMut<'a> {
         self.raw
     }
 
-    /// Replaces the value with a tensor of the same shape.
+    /// Replaces the value with a tensor of the same shape; a trainable parameter stays the
+    /// same autograd leaf (its identity and accumulated gradient are kept).
     pub fn set(&mut self, value: RawTensor) -> Result<()> {
         if value.shape() != self.raw.shape() {
             return Err(FucinaError::InvalidArgument {
@@ -28,8 +30,23 @@ impl<'a> ParamMut<'a> {
                 msg: format!("shape {:?} does not match the parameter's {:?}", value.shape(), self.raw.shape()),
             });
         }
+        let value = match self.raw.node() {
+            Some(n) if autograd::is_leaf(self.raw) => value.detached().with_node(n.clone()),
+            _ => value.detached(),
+        };
         *self.raw = value;
         Ok(())
+    }
+
+    /// Makes the parameter a trainable autograd leaf (no-op if it already is).
+    pub fn track(&mut self) {
+        let t = std::mem::replace(self.raw, self.raw.detached());
+        *self.raw = autograd::track(t);
+    }
+
+    /// The gradient accumulated by `backward`, if any.
+    pub fn grad(&self) -> Option<RawTensor> {
+        autograd::grad_of(self.raw)
     }
 }
 
@@ -78,6 +95,16 @@ pub trait Module {
         let mut n = 0;
         self.visit_params("", &mut |_, _| n += 1);
         n
+    }
+
+    /// Makes every parameter a trainable autograd leaf.
+    fn track_params(&mut self) {
+        self.visit_params_mut("", &mut |_, mut p| p.track());
+    }
+
+    /// Clears every parameter's accumulated gradient.
+    fn zero_grad(&self) {
+        self.visit_params("", &mut |_, t| autograd::zero_grad_of(t));
     }
 }
 

@@ -12,6 +12,11 @@ mod shape;
 
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;
+
+/// Casts a tensor to `dtype` (a contiguous copy unless it already has that dtype).
+pub fn cast_to(t: &RawTensor, dtype: DType) -> Result<RawTensor> {
+    elementwise::cast_raw(t, dtype)
+}
 pub(crate) use reduce::reduce_raw;
 
 use crate::backend::{FloatSlice, Strided};

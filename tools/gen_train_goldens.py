@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Gradient and optimizer goldens from PyTorch for fucina's training parity tests.
+
+Small graphs (MLP + cross-entropy, attention, norms + GELU + MSE, dilated causal
+conv + BCE-with-logits, embedding + cross-entropy with ignore_index) give the
+gradients of every input; SGD (plain, momentum, Nesterov + weight decay) and
+AdamW give the parameters after each of 5 steps under a fixed gradient sequence.
+Inputs are closed-form (sines of the index). Writes fucina/tests/goldens/train.json.
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.use_deterministic_algorithms(True)
+torch.set_num_threads(1)
+
+
+def signal(shape, seed, scale=1.0):
+    n = math.prod(shape)
+    v = [math.sin(0.7 * i + 1.3 * seed) * scale + 0.1 * math.cos(0.31 * i * seed) for i in range(n)]
+    return torch.tensor(v, dtype=torch.float32).reshape(shape)
+
+
+def t2j(t):
+    return {"shape": list(t.shape), "data": [float(x) for x in t.detach().reshape(-1).tolist()]}
+
+
+graphs = []
+
+
+def graph(name, inputs, loss_fn, **extra):
+    leaves = {k: v.clone().requires_grad_(True) for k, v in inputs.items()}
+    loss = loss_fn(**leaves)
+    loss.backward()
+    graphs.append({
+        "name": name,
+        "inputs": {k: t2j(v) for k, v in inputs.items()},
+        "loss": float(loss.detach()),
+        "grads": {k: t2j(v.grad) for k, v in leaves.items()},
+        **extra,
+    })
+
+
+targets = [2, 0, 1, 2]
+graph(
+    "mlp_cross_entropy",
+    {"x": signal([4, 3], 1), "w1": signal([5, 3], 2, 0.7), "b1": signal([5], 3, 0.1), "w2": signal([3, 5], 4, 0.7), "b2": signal([3], 5, 0.1)},
+    lambda x, w1, b1, w2, b2: F.cross_entropy(torch.tanh(x @ w1.T + b1) @ w2.T + b2, torch.tensor(targets)),
+    targets=targets,
+)
+graph(
+    "attention",
+    {"q": signal([2, 3, 4], 6), "k": signal([2, 5, 4], 7), "v": signal([2, 5, 4], 8)},
+    lambda q, k, v: (torch.softmax(q @ k.transpose(1, 2) / 2.0, dim=2) @ v * signal([2, 3, 4], 9)).sum(),
+)
+graph(
+    "norms_gelu_mse",
+    {"x": signal([3, 6], 10, 2.0), "g": signal([6], 11), "b": signal([6], 12), "w": signal([6], 13)},
+    lambda x, g, b, w: F.mse_loss(F.gelu(F.rms_norm(F.layer_norm(x, (6,), g, b, 1e-5), (6,), w, 1e-6)), signal([3, 6], 14)),
+)
+graph(
+    "conv_bce",
+    {"x": signal([2, 3, 12], 15), "w": signal([4, 3, 3], 16, 0.5), "b": signal([4], 17, 0.5)},
+    lambda x, w, b: F.binary_cross_entropy_with_logits(
+        torch.tanh(F.conv1d(F.pad(x, (4, 0)), w, b, dilation=2)) * 3.0, (signal([2, 4, 12], 18) > 0).float()
+    ),
+)
+ids = [[3, 0, 7], [7, 1, 3]]
+ce_targets = [[1, 4, 4], [4, 0, 2]]  # 4 is ignored
+graph(
+    "embedding_ce_ignore",
+    {"table": signal([8, 5], 19)},
+    lambda table: F.cross_entropy(F.embedding(torch.tensor(ids), table).reshape(6, 5), torch.tensor(ce_targets).reshape(6), ignore_index=4),
+    ids=ids,
+    targets=ce_targets,
+    ignore_index=4,
+)
+
+optimizers = []
+p0 = signal([4, 3], 20)
+grads = [signal([4, 3], 21 + s) for s in range(5)]
+configs = [
+    ("sgd", lambda p: torch.optim.SGD([p], lr=0.1), {"lr": 0.1, "momentum": 0.0, "nesterov": False, "weight_decay": 0.0}),
+    ("sgd_momentum", lambda p: torch.optim.SGD([p], lr=0.05, momentum=0.9), {"lr": 0.05, "momentum": 0.9, "nesterov": False, "weight_decay": 0.0}),
+    (
+        "sgd_nesterov_wd",
+        lambda p: torch.optim.SGD([p], lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+        {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01},
+    ),
+    ("adamw", lambda p: torch.optim.AdamW([p], lr=0.01, weight_decay=0.1), {"lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.1}),
+    (
+        "adamw_betas",
+        lambda p: torch.optim.AdamW([p], lr=0.003, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.0),
+        {"lr": 0.003, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.0},
+    ),
+]
+for name, make, hp in configs:
+    p = p0.clone().requires_grad_(True)
+    opt = make(p)
+    trajectory = []
+    for g in grads:
+        opt.zero_grad()
+        p.grad = g.clone()
+        opt.step()
+        trajectory.append(t2j(p))
+    optimizers.append({"name": name, "hyper": hp, "p0": t2j(p0), "grads": [t2j(g) for g in grads], "after_each_step": trajectory})
+
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "train.json")
+with open(out, "w") as f:
+    json.dump({"generator": "tools/gen_train_goldens.py", "torch": torch.__version__.split("+")[0], "graphs": graphs, "optimizers": optimizers}, f, separators=(",", ":"))
+    f.write("\n")
+print(f"wrote {len(graphs)} graphs and {len(optimizers)} optimizer runs to {os.path.relpath(out)}", file=sys.stderr)
