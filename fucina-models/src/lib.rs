@@ -1,3 +1,4 @@
-//! Models written in the fucina DSL. For now: the two-layer MLP of the README.
+//! Models written in the fucina DSL: the README's MLP and the two-spirals classifier.
 
 pub mod mlp;
+pub mod spirals;

@@ -1,3 +1,4 @@
-//! File formats. For now safetensors (read over mmap, write), and module save/load on it.
+//! File formats: safetensors (read over mmap, write), module save/load, training checkpoints.
 
+pub mod checkpoint;
 pub mod safetensors;
