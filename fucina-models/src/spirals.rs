@@ -205,3 +205,33 @@ mod tests {
         assert!(acc >= 0.98, "test accuracy {acc}");
     }
 }
+
+#[cfg(test)]
+mod es_tests {
+    use super::*;
+    use fucina::optim::EvolutionStrategy;
+
+    fn run(threads: usize) -> (Vec<u32>, f32, f32) {
+        let ctx = ExecContext::new(ExecConfig { seed: 2, threads: Some(threads), ..ExecConfig::default() }).unwrap();
+        let data = Spirals::generate(64, 0.02, 5).unwrap();
+        let mut net = SpiralNet::new(&ctx, 8).unwrap();
+        let ids: Vec<u32> = (0..data.len() as u32).collect();
+        let fitness = |m: &SpiralNet| -> Result<f32> { Ok(-m.loss(&data, &ids)?.item()?) };
+        let before = ctx.scope(|| fitness(&net)).unwrap();
+        let mut es = EvolutionStrategy::new(0.05, 16, 0.05, 9);
+        for _ in 0..30 {
+            es.step(&ctx, &mut net, fitness).unwrap();
+        }
+        let after = ctx.scope(|| fitness(&net)).unwrap();
+        let bits = net.named_params().iter().flat_map(|(_, t)| t.to_f32_vec()).map(f32::to_bits).collect();
+        (bits, before, after)
+    }
+
+    #[test]
+    fn es_improves_fitness_and_is_the_same_on_any_thread_count() {
+        let (a, before, after) = run(1);
+        let (b, _, _) = run(2);
+        assert!(after > before + 0.01, "fitness {before} -> {after}");
+        assert_eq!(a, b, "ES must not depend on the thread count");
+    }
+}

@@ -207,3 +207,62 @@ fn optimizers_match_torch_optim_step_by_step() {
         assert_eq!(opt.steps(), 5);
     }
 }
+
+#[derive(Module)]
+struct Three {
+    w: Tensor<axes![batch, e]>,
+    wt: Tensor<axes![e, batch]>,
+    b: Tensor<axes![e]>,
+}
+
+#[test]
+fn muon_and_apollo_match_the_reference_implementations() {
+    use fucina::optim::{Apollo, Muon};
+    let gold = golden();
+    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+    for run in gold["reference_optimizers"].as_array().unwrap() {
+        let name = run["name"].as_str().unwrap();
+        let p0 = &run["p0"];
+        let ld = |k: &str| (floats(&p0[k]["data"]), shape(&p0[k]));
+        let (w, ws) = ld("w");
+        let (wt, wts) = ld("wt");
+        let (b, bs) = ld("b");
+        let mut m = Three {
+            w: Tensor::from_vec(w, &ws).unwrap(),
+            wt: Tensor::from_vec(wt, &wts).unwrap(),
+            b: Tensor::from_vec(b, &bs).unwrap(),
+        };
+        m.track_params();
+        let mut opt: Box<dyn Optimizer> = match name {
+            "muon" => Box::new(Muon::new(0.02, 0.01)),
+            "apollo" => {
+                let mut a = Apollo::new(0.01, 2, 5);
+                a.update_proj_gap = 2;
+                Box::new(a)
+            }
+            other => panic!("no runner for {other}"),
+        };
+        for (step, (g, want)) in
+            run["grads"].as_array().unwrap().iter().zip(run["after_each_step"].as_array().unwrap()).enumerate()
+        {
+            m.zero_grad();
+            {
+                let _scope = ctx.open_exec_scope();
+                let gw = Tensor::<axes![batch, e]>::from_vec(floats(&g["w"]["data"]), &ws).unwrap();
+                let gwt = Tensor::<axes![e, batch]>::from_vec(floats(&g["wt"]["data"]), &wts).unwrap();
+                let gb = Tensor::<axes![e]>::from_vec(floats(&g["b"]["data"]), &bs).unwrap();
+                let l = m.w.mul(&gw).unwrap().sum::<(batch, e)>().unwrap();
+                let l = l.add(&m.wt.mul(&gwt).unwrap().sum::<(e, batch)>().unwrap()).unwrap();
+                let l = l.add(&m.b.mul(&gb).unwrap().sum::<e>().unwrap()).unwrap();
+                l.backward(&ctx).unwrap();
+            }
+            assert_eq!(opt.step(&mut m).unwrap(), 3);
+            for (k, t) in [("w", &m.w.to_f32_vec()), ("wt", &m.wt.to_f32_vec()), ("b", &m.b.to_f32_vec())] {
+                assert_close(&format!("{name} step {} {k}", step + 1), t, &floats(&want[k]["data"]), 2e-6, 2e-5);
+            }
+        }
+    }
+    let pc = &gold["apollo_projection"];
+    let p = fucina::optim::apollo_projection(pc["seed"].as_u64().unwrap(), pc["name"].as_str().unwrap(), 1, 2, 4);
+    assert_eq!(p, floats(&pc["p"]["data"]), "the regenerated projection must be bit-identical to the reference's");
+}

@@ -69,7 +69,10 @@ impl Optimizer for AdamW {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
         let step = self.steps + 1;
         let this = self.clone();
-        let n = update_params(model, &mut self.states, |_, p, g, st| this.update_one(step, p, g, st))?;
+        let n = update_params(model, &mut self.states, |_, _, p, g, st| {
+            this.update_one(step, p, g, st);
+            Ok(())
+        })?;
         self.steps = step;
         Ok(n)
     }

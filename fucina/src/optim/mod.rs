@@ -6,10 +6,16 @@
 //! Hyperparameters are f64 and enter the f32 arithmetic the way PyTorch's Python floats do.
 
 mod adamw;
+mod apollo;
+mod es;
+mod muon;
 mod schedule;
 mod sgd;
 
 pub use adamw::AdamW;
+pub use apollo::{apollo_projection, Apollo};
+pub use es::EvolutionStrategy;
+pub use muon::{newton_schulz5, Muon};
 pub use schedule::LrSchedule;
 pub use sgd::Sgd;
 
@@ -50,11 +56,11 @@ impl<M: Module> ModuleMut for M {
     }
 }
 
-/// Runs `update(name, value, grad, state) -> new value` for each parameter with a gradient.
+/// Runs `update(name, shape, value, grad, state)` in place for each parameter with a gradient.
 pub(crate) fn update_params(
     model: &mut dyn ModuleMut,
     states: &mut BTreeMap<String, ParamState>,
-    mut update: impl FnMut(&str, &mut [f32], &[f32], &mut ParamState),
+    mut update: impl FnMut(&str, &[usize], &mut [f32], &[f32], &mut ParamState) -> Result<()>,
 ) -> Result<usize> {
     let mut first_err = None;
     let mut count = 0;
@@ -73,8 +79,11 @@ pub(crate) fn update_params(
             return;
         }
         let st = states.entry(name.to_string()).or_default();
-        update(name, &mut value, &grad, st);
         let shape = slot.get().shape().to_vec();
+        if let Err(e) = update(name, &shape, &mut value, &grad, st) {
+            first_err = Some(e);
+            return;
+        }
         let dtype = slot.get().dtype();
         let r = RawTensor::from_buffer(Buffer::F32(value), &shape)
             .and_then(|t| crate::ops::cast_to(&t, dtype))

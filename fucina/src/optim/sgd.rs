@@ -43,7 +43,7 @@ impl Sgd {
 impl Optimizer for Sgd {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
         let (lr, mu, nesterov, wd) = (self.lr as f32, self.momentum as f32, self.nesterov, self.weight_decay as f32);
-        let n = update_params(model, &mut self.states, |_, p, g, st| {
+        let n = update_params(model, &mut self.states, |_, _, p, g, st| {
             let use_buf = mu != 0.0;
             let fresh = !st.contains_key("momentum_buffer");
             let buf = st.entry("momentum_buffer".into()).or_insert_with(|| vec![0.0; p.len()]);
@@ -62,6 +62,7 @@ impl Optimizer for Sgd {
             if !use_buf {
                 st.remove("momentum_buffer");
             }
+            Ok(())
         })?;
         self.steps += 1;
         Ok(n)
