@@ -108,3 +108,5 @@ pub fn interleaved_median(rounds: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<f64
         })
         .collect()
 }
+
+pub mod train_models;

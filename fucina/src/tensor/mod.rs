@@ -135,7 +135,10 @@ impl RawTensor {
             };
         }
         let mut out = Vec::with_capacity(self.numel());
-        self.for_each_index(|i| out.push(buf.get_f32(i)));
+        match buf {
+            Buffer::F32(v) => self.for_each_index(|i| out.push(v[i])),
+            other => self.for_each_index(|i| out.push(other.get_f32(i))),
+        }
         out
     }
 

@@ -35,15 +35,16 @@ fn unary_body<M: MulAdd>(op: UnaryOp, x: &[f32], y: &mut [f32]) {
         UnaryOp::Square => map!(|v| v * v),
         UnaryOp::Recip => map!(|v| 1.0 / v),
         UnaryOp::Affine(a, b) => map!(|v| M::mul_add(a, v, b)),
-        UnaryOp::Log
-        | UnaryOp::Gelu
-        | UnaryOp::Softplus
-        | UnaryOp::Powf(_)
-        | UnaryOp::Step
-        | UnaryOp::Sign
-        | UnaryOp::GeluDeriv
-        | UnaryOp::GeluTanhDeriv
-        | UnaryOp::SiluDeriv => map!(|v| unary_scalar(op, v)),
+        UnaryOp::Gelu => map!(|v| simd::gelu::<M>(v)),
+        UnaryOp::GeluDeriv => map!(|v| simd::gelu_deriv::<M>(v)),
+        UnaryOp::Step => map!(|v| if v > 0.0 { 1.0 } else { 0.0 }),
+        UnaryOp::SiluDeriv => map!(|v| {
+            let s = simd::sigmoid::<M>(v);
+            s * M::mul_add(v, 1.0 - s, 1.0)
+        }),
+        UnaryOp::Log | UnaryOp::Softplus | UnaryOp::Powf(_) | UnaryOp::Sign | UnaryOp::GeluTanhDeriv => {
+            map!(|v| unary_scalar(op, v))
+        }
     }
 }
 

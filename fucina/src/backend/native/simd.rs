@@ -105,6 +105,34 @@ pub fn tanh<M: MulAdd>(x: f32) -> f32 {
     t.copysign(x)
 }
 
+/// `erf(x)` to 1.5e-7 absolute (Abramowitz & Stegun 7.1.26), branch-free.
+#[inline(always)]
+pub fn erf<M: MulAdd>(x: f32) -> f32 {
+    let ax = x.abs();
+    let t = 1.0 / M::mul_add(0.327_591_1, ax, 1.0);
+    let mut p = 1.061_405_4;
+    p = M::mul_add(p, t, -1.453_152_1);
+    p = M::mul_add(p, t, 1.421_413_8);
+    p = M::mul_add(p, t, -0.284_496_72);
+    p = M::mul_add(p, t, 0.254_829_6);
+    let y = 1.0 - p * t * exp::<M>(-ax * ax);
+    y.copysign(x)
+}
+
+/// GELU with the erf: `0.5 x (1 + erf(x / sqrt 2))`.
+#[inline(always)]
+pub fn gelu<M: MulAdd>(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf::<M>(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// Derivative of [`gelu`]: `Phi(x) + x phi(x)`.
+#[inline(always)]
+pub fn gelu_deriv<M: MulAdd>(x: f32) -> f32 {
+    let cdf = 0.5 * (1.0 + erf::<M>(x * std::f32::consts::FRAC_1_SQRT_2));
+    let pdf = exp::<M>(-0.5 * x * x) * 0.398_942_3;
+    M::mul_add(x, pdf, cdf)
+}
+
 /// `1 / (1 + e^-x)`.
 #[inline(always)]
 pub fn sigmoid<M: MulAdd>(x: f32) -> f32 {
@@ -190,6 +218,11 @@ mod tests {
             x += 0.0137;
         }
         assert!((tanh::<Unfused>(1e-4) - 1e-4).abs() < 1e-11);
+        let mut x = -6.0f32;
+        while x < 6.0 {
+            assert!((erf::<Unfused>(x) - crate::backend::erf(x)).abs() < 4e-7, "erf({x})");
+            x += 0.0173;
+        }
     }
 
     #[test]
