@@ -1,7 +1,8 @@
 //! fucina: eager, CPU-first deep learning with named axes checked by the compiler.
 //!
 //! Layers, bottom up (a module only uses the ones before it; `tests/layering.rs` checks):
-//! `error`/`dtype`/`storage`/`rng` → `tensor` (+ `axis`) → `backend` → `exec`/`ops` → `nn` → `formats`.
+//! `error`/`dtype`/`storage`/`rng` → `tensor` (+ `axis`) → `backend` → `exec`/`ops` → `autograd`
+//! → `nn`/`optim` → `formats`.
 //!
 //! ```
 //! use fucina::prelude::*;
@@ -44,6 +45,11 @@ pub use tensor::{RawTensor, Tensor};
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/DSL.md")]
 pub struct DslGuide;
+
+/// The training guide (`docs/TRAINING.md`), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/TRAINING.md")]
+pub struct TrainingGuide;
 
 /// Everything a model file needs: the macros, `Tensor`, `Module`, the standard axes.
 pub mod prelude {

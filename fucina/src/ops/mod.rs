@@ -13,6 +13,14 @@ mod shape;
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;
 
+/// The elements of `t` as a contiguous f32 vector, gathered with the context's copy kernel.
+pub fn to_f32_contiguous(ctx: &ExecContext, t: &RawTensor) -> Result<Vec<f32>> {
+    Ok(match contiguous_f32(ctx, t, "to_f32_contiguous")? {
+        F32Data::Borrowed(s) => s.to_vec(),
+        F32Data::Owned(v) => v,
+    })
+}
+
 /// Casts a tensor to `dtype` (a contiguous copy unless it already has that dtype).
 pub fn cast_to(t: &RawTensor, dtype: DType) -> Result<RawTensor> {
     elementwise::cast_raw(t, dtype)

@@ -2,7 +2,9 @@
 
 use super::{states_to_tensors, tensors_to_states, update_params, ModuleMut, Optimizer, ParamState};
 use crate::error::Result;
+use crate::exec::ExecContext;
 use crate::tensor::RawTensor;
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// AdamW: `p *= 1 - lr*wd`; `m, v` moving averages; `p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)`.
@@ -50,15 +52,29 @@ impl AdamW {
         let decay = (1.0 - self.lr * self.weight_decay) as f32;
         let (one_b1, b2f, one_b2, eps) = ((1.0 - b1) as f32, b2 as f32, (1.0 - b2) as f32, self.eps as f32);
         let n = p.len();
-        let m = st.entry("exp_avg".into()).or_insert_with(|| vec![0.0; n]).clone();
-        let v = st.entry("exp_avg_sq".into()).or_insert_with(|| vec![0.0; n]).clone();
-        let (mut m, mut v) = (m, v);
-        for i in 0..n {
-            p[i] *= decay;
-            m[i] += (g[i] - m[i]) * one_b1;
-            v[i] = v[i] * b2f + one_b2 * g[i] * g[i];
-            let denom = v[i].sqrt() / bc2_sqrt + eps;
-            p[i] += (-step_size * m[i]) / denom;
+        let mut m = st.remove("exp_avg").unwrap_or_else(|| vec![0.0; n]);
+        let mut v = st.remove("exp_avg_sq").unwrap_or_else(|| vec![0.0; n]);
+        let update = |(((p, g), m), v): (((&mut [f32], &[f32]), &mut [f32]), &mut [f32])| {
+            for i in 0..p.len() {
+                p[i] *= decay;
+                m[i] += (g[i] - m[i]) * one_b1;
+                v[i] = v[i] * b2f + one_b2 * g[i] * g[i];
+                let denom = v[i].sqrt() / bc2_sqrt + eps;
+                p[i] += (-step_size * m[i]) / denom;
+            }
+        };
+        // Elementwise and order-independent, so splitting it over the pool changes no bit.
+        const CHUNK: usize = 1 << 15;
+        if n >= 4 * CHUNK {
+            ExecContext::current().install(|| {
+                p.par_chunks_mut(CHUNK)
+                    .zip(g.par_chunks(CHUNK))
+                    .zip(m.par_chunks_mut(CHUNK))
+                    .zip(v.par_chunks_mut(CHUNK))
+                    .for_each(update)
+            });
+        } else {
+            update((((p, g), &mut m[..]), &mut v[..]));
         }
         st.insert("exp_avg".into(), m);
         st.insert("exp_avg_sq".into(), v);

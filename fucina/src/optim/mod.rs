@@ -69,8 +69,18 @@ pub(crate) fn update_params(
             return;
         }
         let Some(g) = slot.grad() else { return };
-        let mut value = slot.get().to_f32_vec();
-        let grad = g.to_f32_vec();
+        // Gradients are often strided views (a contraction's result permuted back): gather
+        // them with the copy kernel, on the pool, rather than element by element.
+        let ctx = crate::exec::ExecContext::current();
+        let (value, grad) =
+            match (crate::ops::to_f32_contiguous(&ctx, slot.get()), crate::ops::to_f32_contiguous(&ctx, &g)) {
+                (Ok(v), Ok(g)) => (v, g),
+                (Err(e), _) | (_, Err(e)) => {
+                    first_err = Some(e);
+                    return;
+                }
+            };
+        let mut value = value;
         if grad.len() != value.len() {
             first_err = Some(FucinaError::InvalidArgument {
                 op: "optimizer step",
