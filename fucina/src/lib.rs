@@ -26,6 +26,7 @@ pub mod formats;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod quant;
 pub mod rng;
 pub mod storage;
 pub mod tensor;

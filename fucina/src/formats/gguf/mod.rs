@@ -1,0 +1,224 @@
+//! GGUF v2/v3: header, metadata key/values of every type, tensor infos, aligned data.
+//!
+//! [`GgufFile::open`] maps the file and parses it with every read bounds-checked, every
+//! count and length checked against the bytes that remain, so a truncated or hostile file
+//! gives a [`FucinaError::Format`] naming the field and offset, never a panic or a large
+//! allocation. Tensor data stays in the map ([`GgufFile::tensor_data`] is zero-copy).
+//! [`write_gguf`] emits a parsed file back byte for byte.
+
+mod reader;
+mod writer;
+
+pub use reader::parse;
+pub use writer::write_gguf;
+
+use crate::error::{FucinaError, Result};
+use crate::quant::GgmlType;
+use std::path::Path;
+
+/// The GGUF magic, "GGUF" little endian.
+pub const MAGIC: u32 = 0x4655_4747;
+/// Default data alignment when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// A metadata value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// type 0
+    U8(u8),
+    /// type 1
+    I8(i8),
+    /// type 2
+    U16(u16),
+    /// type 3
+    I16(i16),
+    /// type 4
+    U32(u32),
+    /// type 5
+    I32(i32),
+    /// type 6
+    F32(f32),
+    /// type 7
+    Bool(bool),
+    /// type 8 (kept as bytes: GGUF does not promise UTF-8)
+    String(Vec<u8>),
+    /// type 9: element type id and elements
+    Array(u32, Vec<Value>),
+    /// type 10
+    U64(u64),
+    /// type 11
+    I64(i64),
+    /// type 12
+    F64(f64),
+}
+
+impl Value {
+    /// The GGUF type id of the value.
+    pub fn type_id(&self) -> u32 {
+        match self {
+            Value::U8(_) => 0,
+            Value::I8(_) => 1,
+            Value::U16(_) => 2,
+            Value::I16(_) => 3,
+            Value::U32(_) => 4,
+            Value::I32(_) => 5,
+            Value::F32(_) => 6,
+            Value::Bool(_) => 7,
+            Value::String(_) => 8,
+            Value::Array(..) => 9,
+            Value::U64(_) => 10,
+            Value::I64(_) => 11,
+            Value::F64(_) => 12,
+        }
+    }
+
+    /// The value as an unsigned integer, if it is one.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U8(v) => Some(v as u64),
+            Value::U16(v) => Some(v as u64),
+            Value::U32(v) => Some(v as u64),
+            Value::U64(v) => Some(v),
+            Value::I8(v) if v >= 0 => Some(v as u64),
+            Value::I16(v) if v >= 0 => Some(v as u64),
+            Value::I32(v) if v >= 0 => Some(v as u64),
+            Value::I64(v) if v >= 0 => Some(v as u64),
+            _ => None,
+        }
+    }
+
+    /// The value as a float, if it is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::F32(v) => Some(v as f64),
+            Value::F64(v) => Some(v),
+            _ => self.as_u64().map(|v| v as f64),
+        }
+    }
+
+    /// The value as a UTF-8 string, if it is a valid one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(b) => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// One tensor's entry in the header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Tensor name.
+    pub name: String,
+    /// Sizes, ggml order (fastest-varying first).
+    pub dims: Vec<u64>,
+    /// Element type.
+    pub ty: GgmlType,
+    /// Offset of the data from the start of the data section.
+    pub offset: u64,
+}
+
+impl TensorInfo {
+    /// Number of elements.
+    pub fn numel(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// Bytes of data.
+    pub fn nbytes(&self) -> Result<usize> {
+        self.ty.bytes_for(self.numel() as usize)
+    }
+
+    /// Sizes in row-major (slowest-first) order, as fucina tensors use.
+    pub fn shape(&self) -> Vec<usize> {
+        self.dims.iter().rev().map(|d| *d as usize).collect()
+    }
+}
+
+/// A parsed GGUF header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GgufHeader {
+    /// Format version (2 or 3).
+    pub version: u32,
+    /// Metadata in file order.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensor infos in file order.
+    pub tensors: Vec<TensorInfo>,
+    /// Data alignment.
+    pub alignment: u64,
+    /// Offset of the data section in the file.
+    pub data_offset: u64,
+}
+
+impl GgufHeader {
+    /// A metadata value by key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// A memory-mapped GGUF file.
+pub struct GgufFile {
+    map: memmap2::Mmap,
+    header: GgufHeader,
+}
+
+impl GgufFile {
+    /// Maps and parses a file.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
+        let path = path.as_ref();
+        let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+        let file = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: the map is read-only and only read through bounds-checked slices; another
+        // process truncating the file while it is mapped is outside what any reader can guard.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        let header = parse(&map)?;
+        Ok(GgufFile { map, header })
+    }
+
+    /// The header.
+    pub fn header(&self) -> &GgufHeader {
+        &self.header
+    }
+
+    /// The whole mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The raw bytes of tensor `name`, zero-copy from the map.
+    pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
+        let t = self
+            .header
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
+        tensor_bytes(&self.map, &self.header, t)
+    }
+
+    /// Tensor `name` dequantized to f32, in row-major shape.
+    pub fn tensor_f32(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+        let t = self
+            .header
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
+        let data = tensor_bytes(&self.map, &self.header, t)?;
+        Ok((t.shape(), crate::quant::dequantize(t.ty, data, t.numel() as usize)?))
+    }
+}
+
+/// The data bytes of `t` inside `file` (already validated by [`parse`], checked again).
+pub fn tensor_bytes<'a>(file: &'a [u8], h: &GgufHeader, t: &TensorInfo) -> Result<&'a [u8]> {
+    let start = h.data_offset.checked_add(t.offset).filter(|s| *s <= file.len() as u64);
+    let n = t.nbytes()? as u64;
+    match start.and_then(|s| s.checked_add(n).filter(|e| *e <= file.len() as u64).map(|e| (s, e))) {
+        Some((s, e)) => Ok(&file[s as usize..e as usize]),
+        None => Err(FucinaError::Format {
+            format: "gguf",
+            msg: format!("tensor `{}` data runs past the end of the file", t.name),
+        }),
+    }
+}

@@ -1,0 +1,82 @@
+//! The GGUF writer: header, metadata and tensor infos in order, zero padding to the
+//! alignment, then each tensor's bytes at its offset (gaps zero-filled).
+
+use super::{GgufHeader, Value, MAGIC};
+use crate::error::{FucinaError, Result};
+
+fn put_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::U8(x) => out.push(*x),
+        Value::I8(x) => out.push(*x as u8),
+        Value::U16(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::I16(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::U32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::I32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::Bool(x) => out.push(*x as u8),
+        Value::String(s) => {
+            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            out.extend_from_slice(s);
+        }
+        Value::Array(et, items) => {
+            out.extend_from_slice(&et.to_le_bytes());
+            out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+            for it in items {
+                put_value(out, it);
+            }
+        }
+        Value::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        Value::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+/// Writes a GGUF image: `header` and, for each of its tensors in order, `data(i)`.
+pub fn write_gguf<'a>(header: &GgufHeader, mut data: impl FnMut(usize) -> Result<&'a [u8]>) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.extend_from_slice(&header.version.to_le_bytes());
+    out.extend_from_slice(&(header.tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(header.metadata.len() as u64).to_le_bytes());
+    for (k, v) in &header.metadata {
+        put_value(&mut out, &Value::String(k.as_bytes().to_vec()));
+        out.extend_from_slice(&v.type_id().to_le_bytes());
+        put_value(&mut out, v);
+    }
+    for t in &header.tensors {
+        put_value(&mut out, &Value::String(t.name.as_bytes().to_vec()));
+        out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+        for d in &t.dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&t.ty.id().to_le_bytes());
+        out.extend_from_slice(&t.offset.to_le_bytes());
+    }
+    let align = header.alignment as usize;
+    let pad = |out: &mut Vec<u8>| {
+        let n = out.len().div_ceil(align) * align;
+        out.resize(n, 0);
+    };
+    pad(&mut out);
+    let base = out.len();
+    for (i, t) in header.tensors.iter().enumerate() {
+        let at = base + t.offset as usize;
+        if at < out.len() {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("tensor `{}` overlaps the previous one", t.name),
+            });
+        }
+        out.resize(at, 0);
+        let d = data(i)?;
+        if d.len() != t.nbytes()? {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("tensor `{}`: {} bytes given, {} expected", t.name, d.len(), t.nbytes()?),
+            });
+        }
+        out.extend_from_slice(d);
+        pad(&mut out);
+    }
+    Ok(out)
+}

@@ -1,0 +1,77 @@
+//! Block formats against gguf-py (`tools/gen_gguf_goldens.py` -> `goldens/quant.json`):
+//! encoders byte-exact, decoders bit-exact; Q8_K (no gguf-py encoder) by its invariants.
+
+use fucina::quant::{dequantize, quantize, GgmlType};
+use serde_json::Value;
+
+fn ty(name: &str) -> GgmlType {
+    match name {
+        "Q4_0" => GgmlType::Q4_0,
+        "Q4_1" => GgmlType::Q4_1,
+        "Q5_0" => GgmlType::Q5_0,
+        "Q5_1" => GgmlType::Q5_1,
+        "Q8_0" => GgmlType::Q8_0,
+        "BF16" => GgmlType::BF16,
+        "Q2_K" => GgmlType::Q2_K,
+        "Q3_K" => GgmlType::Q3_K,
+        "Q4_K" => GgmlType::Q4_K,
+        "Q5_K" => GgmlType::Q5_K,
+        "Q6_K" => GgmlType::Q6_K,
+        other => panic!("unknown type {other}"),
+    }
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+fn bits(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+#[test]
+fn encoders_and_decoders_match_gguf_py() {
+    let g: Value = serde_json::from_str(include_str!("goldens/quant.json")).unwrap();
+    let cases = g["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 11);
+    for c in cases {
+        let t = ty(c["type"].as_str().unwrap());
+        let enc = hex(c["encoded"].as_str().unwrap());
+        let dec: Vec<u32> = bits(&c["decoded"]);
+        if !c["input"].is_null() {
+            let x: Vec<f32> = bits(&c["input"]).into_iter().map(f32::from_bits).collect();
+            assert_eq!(quantize(t, &x).unwrap(), enc, "{t:?}: encoded bytes differ from gguf-py's");
+        }
+        let got: Vec<u32> = dequantize(t, &enc, dec.len()).unwrap().into_iter().map(f32::to_bits).collect();
+        assert_eq!(got, dec, "{t:?}: decoded values differ from gguf-py's");
+    }
+}
+
+#[test]
+fn q8_k_keeps_its_invariants() {
+    let x: Vec<f32> = (0..512).map(|i| ((i as f32) * 0.37).sin() * 3.0 + if i == 300 { -9.0 } else { 0.0 }).collect();
+    let q = quantize(GgmlType::Q8_K, &x).unwrap();
+    assert_eq!(q.len(), 2 * 292);
+    let back = dequantize(GgmlType::Q8_K, &q, 512).unwrap();
+    for (b, blk) in q.chunks(292).enumerate() {
+        let d = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]).abs();
+        for i in 0..256 {
+            assert!((back[b * 256 + i] - x[b * 256 + i]).abs() <= d * 0.5 + 1e-6, "element {i}");
+        }
+        for g in 0..16 {
+            let s: i32 = blk[4 + g * 16..4 + g * 16 + 16].iter().map(|v| *v as i8 as i32).sum();
+            let stored = i16::from_le_bytes([blk[260 + 2 * g], blk[261 + 2 * g]]) as i32;
+            assert_eq!(s, stored, "block sum {g}");
+        }
+    }
+    // The element of largest magnitude maps to -127 exactly (iscale = -127 / max).
+    assert_eq!(q[292 + 4 + 44] as i8, -127);
+    assert_eq!(quantize(GgmlType::Q8_K, &[0.0; 256]).unwrap(), vec![0u8; 292]);
+}
+
+#[test]
+fn sizes_are_checked() {
+    assert!(quantize(GgmlType::Q4_0, &[1.0; 33]).is_err());
+    assert!(dequantize(GgmlType::Q6_K, &[0u8; 209], 256).is_err());
+    assert!(GgmlType::from_id(99).unwrap_err().to_string().contains("99"));
+}
