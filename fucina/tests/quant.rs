@@ -75,3 +75,45 @@ fn sizes_are_checked() {
     assert!(dequantize(GgmlType::Q6_K, &[0u8; 209], 256).is_err());
     assert!(GgmlType::from_id(99).unwrap_err().to_string().contains("99"));
 }
+
+mod qmatmul {
+    use fucina::prelude::*;
+    use fucina::quant::{dequantize, GgmlType, QWeight};
+
+    axis!(pub o, pub i);
+
+    fn data(seed: u32, n: usize) -> Vec<f32> {
+        (0..n).map(|k| ((k as f32 * 0.731 + seed as f32).sin() * 1.7)).collect()
+    }
+
+    #[test]
+    fn quantized_matmul_agrees_across_backends_and_with_dequantized_f32() {
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
+            for (m, n, k) in [(1, 7, 32), (3, 65, 96), (5, 300, 512)] {
+                let w = Tensor::<axes![o, i]>::from_vec(data(1, n * k), &[n, k]).unwrap();
+                let x = Tensor::<axes![batch, i]>::from_vec(data(2, m * k), &[m, k]).unwrap();
+                let qw = QWeight::quantize(&w, ty).unwrap();
+                let scalar = ExecContext::with_backend(BackendKind::Scalar, 1).unwrap();
+                let native = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+                let ys = scalar.scope(|| qw.forward(&x)).unwrap().to_f32_vec();
+                let yn = native.scope(|| qw.forward(&x)).unwrap().to_f32_vec();
+                // Integer block sums are exact on both; only the f32 accumulation order differs.
+                for (p, q) in ys.iter().zip(&yn) {
+                    assert!((p - q).abs() <= 1e-5 * (1.0 + p.abs()), "{ty:?} {m}x{n}x{k}: {p} vs {q}");
+                }
+                // Against the dequantized weights in f32: only the Q8_0 rounding of x remains.
+                let wd = dequantize(ty, &fucina::quant::quantize(ty, &w.to_f32_vec()).unwrap(), n * k).unwrap();
+                let wt = Tensor::<axes![o, i]>::from_vec(wd, &[n, k]).unwrap();
+                let yf = scalar.scope(|| x.contract::<i, _>(&wt)).unwrap().to_f32_vec();
+                let scale = (k as f32).sqrt() * 1.7 * 1.7;
+                for (p, q) in ys.iter().zip(&yf) {
+                    assert!((p - q).abs() <= 0.01 * scale, "{ty:?} {m}x{n}x{k}: quantized {p} vs f32 {q}");
+                }
+            }
+        }
+        let w = Tensor::<axes![o, i]>::zeros(&[2, 32]).unwrap();
+        assert!(QWeight::quantize(&w, GgmlType::Q6_K).is_err());
+        let qw = QWeight::quantize(&w, GgmlType::Q8_0).unwrap();
+        assert!(qw.forward(&Tensor::<axes![batch, i]>::zeros(&[1, 64]).unwrap()).is_err());
+    }
+}

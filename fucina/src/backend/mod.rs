@@ -5,6 +5,7 @@
 //! suite holds native to scalar. Kernels get validated sizes from the exec layer.
 
 pub mod native;
+pub mod qdot;
 pub mod scalar;
 
 use half::{bf16, f16};

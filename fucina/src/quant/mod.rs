@@ -7,6 +7,7 @@
 
 mod kquants;
 mod legacy;
+mod matmul;
 mod types;
 
 pub use kquants::{
@@ -16,6 +17,7 @@ pub use legacy::{
     dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1,
     quantize_q5_0, quantize_q5_1, quantize_q8_0,
 };
+pub use matmul::QWeight;
 pub use types::GgmlType;
 
 use crate::error::{FucinaError, Result};

@@ -1,0 +1,154 @@
+//! Quantized dot products: weights in a ggml block format, activations quantized on the
+//! fly to Q8_0, integer multiply-adds per 32-value block, one f32 scale product per block.
+//!
+//! The scalar functions are the spec; the AVX2 ones (runtime-detected) must agree with them
+//! to f32 rounding (the integer block sums are exact; only the f32 accumulation order differs).
+
+use half::f16;
+
+/// Bytes of one Q8_0 block (f16 scale + 32 int8).
+pub const Q8_0_BYTES: usize = 34;
+/// Bytes of one Q4_0 block (f16 scale + 16 bytes of nibbles).
+pub const Q4_0_BYTES: usize = 18;
+
+fn scale(b: &[u8]) -> f32 {
+    f16::from_le_bytes([b[0], b[1]]).to_f32()
+}
+
+/// Quantizes an activation row to Q8_0 (`d = amax / 127`, round half away from zero).
+pub fn quantize_row_q8_0(x: &[f32], out: &mut [u8]) {
+    for (b, o) in x.chunks_exact(32).zip(out.chunks_exact_mut(Q8_0_BYTES)) {
+        let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        o[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        for (q, v) in o[2..].iter_mut().zip(b) {
+            *q = (v * id).round() as i8 as u8;
+        }
+    }
+}
+
+/// Scalar spec: `sum_blocks d_w * d_a * sum_i w_i * a_i` for a Q8_0 weight row.
+pub fn dot_q8_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0.0f32;
+    for (bw, ba) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let s: i32 = bw[2..].iter().zip(&ba[2..]).map(|(x, y)| (*x as i8 as i32) * (*y as i8 as i32)).sum();
+        acc += scale(bw) * scale(ba) * s as f32;
+    }
+    acc
+}
+
+/// Scalar spec for a Q4_0 weight row (nibbles minus 8).
+pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0.0f32;
+    for (bw, ba) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let qa = &ba[2..];
+        let mut s = 0i32;
+        for i in 0..16 {
+            let lo = (bw[2 + i] & 0x0F) as i32 - 8;
+            let hi = (bw[2 + i] >> 4) as i32 - 8;
+            s += lo * qa[i] as i8 as i32 + hi * qa[i + 16] as i8 as i32;
+        }
+        acc += scale(bw) * scale(ba) * s as f32;
+    }
+    acc
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{scale, Q4_0_BYTES, Q8_0_BYTES};
+    use std::arch::x86_64::*;
+
+    /// Sum of the 32 products of signed bytes `x * y`, as 8 i32 lanes.
+    #[inline(always)]
+    unsafe fn mul_sum_i8(x: __m256i, y: __m256i) -> __m256i {
+        // maddubs needs an unsigned left operand: |x| * (y with x's sign).
+        let ax = _mm256_sign_epi8(x, x);
+        let sy = _mm256_sign_epi8(y, x);
+        let dot16 = _mm256_maddubs_epi16(ax, sy);
+        _mm256_madd_epi16(dot16, _mm256_set1_epi16(1))
+    }
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps(v, 1);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+        _mm_cvtss_f32(s)
+    }
+
+    /// AVX2 Q8_0 x Q8_0.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `w` and `a` hold the same number of whole blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for (bw, ba) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+            // SAFETY: each block has 32 quant bytes after its 2-byte scale.
+            let (x, y) = unsafe {
+                (
+                    _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i),
+                    _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i),
+                )
+            };
+            // SAFETY: AVX2 is enabled for this function.
+            let p = unsafe { mul_sum_i8(x, y) };
+            let d = _mm256_set1_ps(scale(bw) * scale(ba));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        }
+        // SAFETY: AVX is enabled for this function.
+        unsafe { hsum(acc) }
+    }
+
+    /// AVX2 Q4_0 x Q8_0.
+    ///
+    /// # Safety
+    /// As for [`dot_q8_0_q8_0`], with `w` in Q4_0 blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        let low = _mm256_set1_epi8(0x0F);
+        let eight = _mm256_set1_epi8(8);
+        for (bw, ba) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+            // SAFETY: a Q4_0 block has 16 nibble bytes after its scale; a Q8_0 block 32 bytes.
+            let (packed, y) = unsafe {
+                (
+                    _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i),
+                    _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i),
+                )
+            };
+            // Low nibbles are values 0..16, high nibbles values 16..32.
+            let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+            let x = _mm256_sub_epi8(_mm256_and_si256(both, low), eight);
+            // SAFETY: AVX2 is enabled for this function.
+            let p = unsafe { mul_sum_i8(x, y) };
+            let d = _mm256_set1_ps(scale(bw) * scale(ba));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        }
+        // SAFETY: AVX is enabled for this function.
+        unsafe { hsum(acc) }
+    }
+}
+
+/// Q8_0 x Q8_0 row dot product on the best available path.
+pub fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() {
+        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+        return unsafe { avx2::dot_q8_0_q8_0(w, a) };
+    }
+    dot_q8_0_q8_0_scalar(w, a)
+}
+
+/// Q4_0 x Q8_0 row dot product on the best available path.
+pub fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() {
+        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+        return unsafe { avx2::dot_q4_0_q8_0(w, a) };
+    }
+    dot_q4_0_q8_0_scalar(w, a)
+}
