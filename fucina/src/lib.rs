@@ -2,7 +2,7 @@
 //!
 //! Layers, bottom up (a module only uses the ones before it; `tests/layering.rs` checks):
 //! `error`/`dtype`/`storage`/`rng` → `tensor` (+ `axis`) → `backend` → `exec`/`ops` → `autograd`
-//! → `nn`/`optim` → `formats`.
+//! → `nn`/`optim` → `formats`/`quant`.
 //!
 //! ```
 //! use fucina::prelude::*;
