@@ -19,14 +19,7 @@ torch.use_deterministic_algorithms(True)
 torch.set_num_threads(1)
 
 
-def signal(shape, seed, scale=1.0):
-    n = math.prod(shape)
-    v = [math.sin(0.7 * i + 1.3 * seed) * scale + 0.1 * math.cos(0.31 * i * seed) for i in range(n)]
-    return torch.tensor(v, dtype=torch.float32).reshape(shape)
-
-
-def t2j(t):
-    return {"shape": list(t.shape), "data": [float(x) for x in t.detach().reshape(-1).tolist()]}
+from golden_common import signal, t2j  # noqa: E402
 
 
 graphs = []

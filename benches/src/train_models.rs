@@ -7,6 +7,24 @@ use fucina::prelude::*;
 
 axis!(pub h1, pub h2, pub d_in, pub d_out, pub qk);
 
+/// zero_grad, a recorded forward + loss, backward, optimizer step; returns the loss.
+fn train_step<M: Module>(
+    m: &mut M,
+    ctx: &ExecContext,
+    opt: &mut AdamW,
+    loss: impl FnOnce(&M) -> Result<Tensor<()>>,
+) -> Result<f32> {
+    m.zero_grad();
+    let l = {
+        let _s = ctx.open_exec_scope();
+        let l = loss(m)?;
+        l.backward(ctx)?;
+        l.item()?
+    };
+    opt.step(m)?;
+    Ok(l)
+}
+
 /// MLP `d_in -> h1 -> h2 -> d_out` with GELU.
 #[derive(Module)]
 pub struct BenchMlp {
@@ -47,15 +65,7 @@ impl BenchMlp {
         x: &Tensor<axes![batch, d_in]>,
         y: &Tensor<axes![batch, d_out]>,
     ) -> Result<f32> {
-        self.zero_grad();
-        let l = {
-            let _s = ctx.open_exec_scope();
-            let loss = mse_loss(&self.forward(x)?, y)?;
-            loss.backward(ctx)?;
-            loss.item()?
-        };
-        opt.step(self)?;
-        Ok(l)
+        train_step(self, ctx, opt, |m| mse_loss(&m.forward(x)?, y))
     }
 }
 
@@ -124,14 +134,6 @@ impl BenchBlock {
         x: &Tensor<axes![batch, seq, hidden]>,
         y: &Tensor<axes![batch, seq, hidden]>,
     ) -> Result<f32> {
-        self.zero_grad();
-        let l = {
-            let _s = ctx.open_exec_scope();
-            let loss = mse_loss(&self.forward(x)?, y)?;
-            loss.backward(ctx)?;
-            loss.item()?
-        };
-        opt.step(self)?;
-        Ok(l)
+        train_step(self, ctx, opt, |m| mse_loss(&m.forward(x)?, y))
     }
 }

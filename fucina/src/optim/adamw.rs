@@ -1,11 +1,9 @@
 //! AdamW (decoupled weight decay), following `torch.optim.AdamW`'s arithmetic order.
 
-use super::{states_to_tensors, tensors_to_states, update_params, ModuleMut, Optimizer, ParamState};
+use super::{update_params, ModuleMut, OptState, Optimizer, ParamState};
 use crate::error::Result;
 use crate::exec::ExecContext;
-use crate::tensor::RawTensor;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
 
 /// AdamW: `p *= 1 - lr*wd`; `m, v` moving averages; `p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)`.
 #[derive(Debug, Clone)]
@@ -18,14 +16,13 @@ pub struct AdamW {
     pub eps: f64,
     /// Decoupled weight decay.
     pub weight_decay: f64,
-    steps: u64,
-    states: BTreeMap<String, ParamState>,
+    state: OptState,
 }
 
 impl AdamW {
     /// AdamW with PyTorch's defaults except the learning rate (betas 0.9/0.999, eps 1e-8, wd 0.01).
     pub fn new(lr: f64) -> AdamW {
-        AdamW { lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.01, steps: 0, states: BTreeMap::new() }
+        AdamW { lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.01, state: OptState::default() }
     }
 
     /// With weight decay `wd`.
@@ -83,13 +80,13 @@ impl AdamW {
 
 impl Optimizer for AdamW {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
-        let step = self.steps + 1;
+        let step = self.state.steps + 1;
         let this = self.clone();
-        let n = update_params(model, &mut self.states, |_, _, p, g, st| {
+        let n = update_params(model, &mut self.state.params, |_, _, p, g, st| {
             this.update_one(step, p, g, st);
             Ok(())
         })?;
-        self.steps = step;
+        self.state.steps = step;
         Ok(n)
     }
 
@@ -101,18 +98,15 @@ impl Optimizer for AdamW {
         self.lr = lr;
     }
 
-    fn steps(&self) -> u64 {
-        self.steps
+    fn state(&self) -> &OptState {
+        &self.state
     }
 
-    fn state_tensors(&self) -> Vec<(String, RawTensor)> {
-        states_to_tensors(&self.states, self.steps)
+    fn state_mut(&mut self) -> &mut OptState {
+        &mut self.state
     }
 
-    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()> {
-        let (states, steps) = tensors_to_states(tensors, &["exp_avg", "exp_avg_sq"])?;
-        self.states = states;
-        self.steps = steps;
-        Ok(())
+    fn buffer_names(&self) -> &'static [&'static str] {
+        &["exp_avg", "exp_avg_sq"]
     }
 }

@@ -4,11 +4,9 @@
 //! Adam moments live on `R`; each column of `G` is scaled by `|R~_j| / |R_j|`, where
 //! `R~` is the Adam update of `R`. Other parameters use AdamW.
 
-use super::{states_to_tensors, tensors_to_states, update_params, AdamW, ModuleMut, Optimizer, ParamState};
+use super::{update_params, AdamW, ModuleMut, OptState, Optimizer};
 use crate::error::Result;
 use crate::rng::{box_muller, Philox};
-use crate::tensor::RawTensor;
-use std::collections::BTreeMap;
 
 /// APOLLO with channel-wise scaling.
 #[derive(Debug, Clone)]
@@ -31,8 +29,7 @@ pub struct Apollo {
     pub seed: u64,
     /// The optimizer of every parameter that is not 2-D.
     pub adamw: AdamW,
-    steps: u64,
-    states: BTreeMap<String, ParamState>,
+    state: OptState,
 }
 
 impl Apollo {
@@ -48,8 +45,7 @@ impl Apollo {
             weight_decay: 0.0,
             seed,
             adamw: AdamW::new(lr).weight_decay(0.0),
-            steps: 0,
-            states: BTreeMap::new(),
+            state: OptState::default(),
         }
     }
 }
@@ -74,9 +70,9 @@ pub fn apollo_projection(seed: u64, name: &str, epoch: u64, rank: usize, m: usiz
 
 impl Optimizer for Apollo {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
-        let step = self.steps + 1;
+        let step = self.state.steps + 1;
         let this = self.clone();
-        let n = update_params(model, &mut self.states, |name, shape, p, g, st| {
+        let n = update_params(model, &mut self.state.params, |name, shape, p, g, st| {
             if shape.len() != 2 {
                 this.adamw.update_one(step, p, g, st);
                 return Ok(());
@@ -122,7 +118,7 @@ impl Optimizer for Apollo {
             }
             Ok(())
         })?;
-        self.steps = step;
+        self.state.steps = step;
         Ok(n)
     }
 
@@ -135,18 +131,15 @@ impl Optimizer for Apollo {
         self.adamw.lr = lr;
     }
 
-    fn steps(&self) -> u64 {
-        self.steps
+    fn state(&self) -> &OptState {
+        &self.state
     }
 
-    fn state_tensors(&self) -> Vec<(String, RawTensor)> {
-        states_to_tensors(&self.states, self.steps)
+    fn state_mut(&mut self) -> &mut OptState {
+        &mut self.state
     }
 
-    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()> {
-        let (states, steps) = tensors_to_states(tensors, &["exp_avg", "exp_avg_sq"])?;
-        self.states = states;
-        self.steps = steps;
-        Ok(())
+    fn buffer_names(&self) -> &'static [&'static str] {
+        &["exp_avg", "exp_avg_sq"]
     }
 }

@@ -28,6 +28,15 @@ use std::collections::BTreeMap;
 /// Per-parameter state: named f32 buffers (e.g. `exp_avg`), all of the parameter's size.
 pub type ParamState = BTreeMap<String, Vec<f32>>;
 
+/// The state every optimizer keeps: the step count and per-parameter buffers.
+#[derive(Debug, Clone, Default)]
+pub struct OptState {
+    /// Steps taken.
+    pub steps: u64,
+    /// Buffers by parameter name.
+    pub params: BTreeMap<String, ParamState>,
+}
+
 /// An optimizer over a module's parameters.
 pub trait Optimizer {
     /// Updates every parameter that has a gradient; returns how many were updated.
@@ -36,12 +45,27 @@ pub trait Optimizer {
     fn lr(&self) -> f64;
     /// Sets the learning rate (schedules call this between steps).
     fn set_lr(&mut self, lr: f64);
+    /// The optimizer's state.
+    fn state(&self) -> &OptState;
+    /// The optimizer's state, mutably.
+    fn state_mut(&mut self) -> &mut OptState;
+    /// Names of the per-parameter buffers it may keep (for restoring checkpoints).
+    fn buffer_names(&self) -> &'static [&'static str];
+
     /// Steps taken so far.
-    fn steps(&self) -> u64;
-    /// The state as named tensors (`<param>.<buffer>`) plus scalars, for checkpoints.
-    fn state_tensors(&self) -> Vec<(String, RawTensor)>;
+    fn steps(&self) -> u64 {
+        self.state().steps
+    }
+    /// The state as named tensors (`<param>.<buffer>`) plus the step count, for checkpoints.
+    fn state_tensors(&self) -> Vec<(String, RawTensor)> {
+        states_to_tensors(&self.state().params, self.state().steps)
+    }
     /// Restores state saved by [`state_tensors`](Self::state_tensors).
-    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()>;
+    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()> {
+        let (params, steps) = tensors_to_states(tensors, self.buffer_names())?;
+        *self.state_mut() = OptState { steps, params };
+        Ok(())
+    }
 }
 
 /// Object-safe access to a module's parameters (every `Module` is one).

@@ -1,10 +1,9 @@
 //! Muon: momentum, then the update of each 2-D weight orthogonalized by a quintic
 //! Newton–Schulz iteration (Jordan et al., 2024); other parameters use AdamW.
 
-use super::{states_to_tensors, tensors_to_states, update_params, AdamW, ModuleMut, Optimizer, ParamState};
+use super::{update_params, AdamW, ModuleMut, OptState, Optimizer};
 use crate::error::Result;
-use crate::tensor::{RawTensor, Tensor};
-use std::collections::BTreeMap;
+use crate::tensor::Tensor;
 
 mod ax {
     crate::axis!(pub r, pub c, pub k, pub j);
@@ -47,8 +46,7 @@ pub struct Muon {
     pub weight_decay: f64,
     /// The optimizer of every parameter that is not 2-D.
     pub adamw: AdamW,
-    steps: u64,
-    states: BTreeMap<String, ParamState>,
+    state: OptState,
 }
 
 impl Muon {
@@ -61,17 +59,16 @@ impl Muon {
             ns_steps: 5,
             weight_decay: 0.0,
             adamw: AdamW::new(adamw_lr).weight_decay(0.0),
-            steps: 0,
-            states: BTreeMap::new(),
+            state: OptState::default(),
         }
     }
 }
 
 impl Optimizer for Muon {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
-        let step = self.steps + 1;
+        let step = self.state.steps + 1;
         let this = self.clone();
-        let n = update_params(model, &mut self.states, |_, shape, p, g, st| {
+        let n = update_params(model, &mut self.state.params, |_, shape, p, g, st| {
             if shape.len() != 2 {
                 this.adamw.update_one(step, p, g, st);
                 return Ok(());
@@ -91,7 +88,7 @@ impl Optimizer for Muon {
             }
             Ok(())
         })?;
-        self.steps = step;
+        self.state.steps = step;
         Ok(n)
     }
 
@@ -105,18 +102,15 @@ impl Optimizer for Muon {
         self.adamw.lr *= ratio;
     }
 
-    fn steps(&self) -> u64 {
-        self.steps
+    fn state(&self) -> &OptState {
+        &self.state
     }
 
-    fn state_tensors(&self) -> Vec<(String, RawTensor)> {
-        states_to_tensors(&self.states, self.steps)
+    fn state_mut(&mut self) -> &mut OptState {
+        &mut self.state
     }
 
-    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()> {
-        let (states, steps) = tensors_to_states(tensors, &["momentum_buffer", "exp_avg", "exp_avg_sq"])?;
-        self.states = states;
-        self.steps = steps;
-        Ok(())
+    fn buffer_names(&self) -> &'static [&'static str] {
+        &["momentum_buffer", "exp_avg", "exp_avg_sq"]
     }
 }

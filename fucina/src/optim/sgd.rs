@@ -1,10 +1,8 @@
 //! Stochastic gradient descent with momentum, Nesterov momentum and weight decay
 //! (the update rule of `torch.optim.SGD` with dampening 0).
 
-use super::{states_to_tensors, tensors_to_states, update_params, ModuleMut, Optimizer, ParamState};
+use super::{update_params, ModuleMut, OptState, Optimizer};
 use crate::error::Result;
-use crate::tensor::RawTensor;
-use std::collections::BTreeMap;
 
 /// SGD: `b = mu*b + g` (with `g += wd*p`), then `p -= lr * (nesterov ? g + mu*b : b)`.
 #[derive(Debug, Clone)]
@@ -17,14 +15,13 @@ pub struct Sgd {
     pub nesterov: bool,
     /// L2 weight decay added to the gradient.
     pub weight_decay: f64,
-    steps: u64,
-    states: BTreeMap<String, ParamState>,
+    state: OptState,
 }
 
 impl Sgd {
     /// SGD with the given learning rate and momentum.
     pub fn new(lr: f64, momentum: f64) -> Sgd {
-        Sgd { lr, momentum, nesterov: false, weight_decay: 0.0, steps: 0, states: BTreeMap::new() }
+        Sgd { lr, momentum, nesterov: false, weight_decay: 0.0, state: OptState::default() }
     }
 
     /// With Nesterov momentum.
@@ -43,7 +40,7 @@ impl Sgd {
 impl Optimizer for Sgd {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
         let (lr, mu, nesterov, wd) = (self.lr as f32, self.momentum as f32, self.nesterov, self.weight_decay as f32);
-        let n = update_params(model, &mut self.states, |_, _, p, g, st| {
+        let n = update_params(model, &mut self.state.params, |_, _, p, g, st| {
             let use_buf = mu != 0.0;
             let fresh = !st.contains_key("momentum_buffer");
             let buf = st.entry("momentum_buffer".into()).or_insert_with(|| vec![0.0; p.len()]);
@@ -64,7 +61,7 @@ impl Optimizer for Sgd {
             }
             Ok(())
         })?;
-        self.steps += 1;
+        self.state.steps += 1;
         Ok(n)
     }
 
@@ -76,18 +73,15 @@ impl Optimizer for Sgd {
         self.lr = lr;
     }
 
-    fn steps(&self) -> u64 {
-        self.steps
+    fn state(&self) -> &OptState {
+        &self.state
     }
 
-    fn state_tensors(&self) -> Vec<(String, RawTensor)> {
-        states_to_tensors(&self.states, self.steps)
+    fn state_mut(&mut self) -> &mut OptState {
+        &mut self.state
     }
 
-    fn load_state_tensors(&mut self, tensors: &BTreeMap<String, RawTensor>) -> Result<()> {
-        let (states, steps) = tensors_to_states(tensors, &["momentum_buffer"])?;
-        self.states = states;
-        self.steps = steps;
-        Ok(())
+    fn buffer_names(&self) -> &'static [&'static str] {
+        &["momentum_buffer"]
     }
 }

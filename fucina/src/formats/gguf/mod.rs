@@ -186,25 +186,20 @@ impl GgufFile {
         &self.map
     }
 
+    /// The info of tensor `name`.
+    pub fn tensor_info(&self, name: &str) -> Result<&TensorInfo> {
+        self.header.tensors.iter().find(|t| t.name == name).ok_or_else(|| FucinaError::MissingTensor(name.to_string()))
+    }
+
     /// The raw bytes of tensor `name`, zero-copy from the map.
     pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
-        let t = self
-            .header
-            .tensors
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
+        let t = self.tensor_info(name)?;
         tensor_bytes(&self.map, &self.header, t)
     }
 
     /// Tensor `name` dequantized to f32, in row-major shape.
     pub fn tensor_f32(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
-        let t = self
-            .header
-            .tensors
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
+        let t = self.tensor_info(name)?;
         let data = tensor_bytes(&self.map, &self.header, t)?;
         Ok((t.shape(), crate::quant::dequantize(t.ty, data, t.numel() as usize)?))
     }
