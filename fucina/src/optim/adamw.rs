@@ -51,7 +51,8 @@ impl AdamW {
         let n = p.len();
         let mut m = st.remove("exp_avg").unwrap_or_else(|| vec![0.0; n]);
         let mut v = st.remove("exp_avg_sq").unwrap_or_else(|| vec![0.0; n]);
-        let update = |(((p, g), m), v): (((&mut [f32], &[f32]), &mut [f32]), &mut [f32])| {
+        type Chunk<'a> = (((&'a mut [f32], &'a [f32]), &'a mut [f32]), &'a mut [f32]);
+        let update = |(((p, g), m), v): Chunk<'_>| {
             for i in 0..p.len() {
                 p[i] *= decay;
                 m[i] += (g[i] - m[i]) * one_b1;

@@ -43,7 +43,7 @@ impl EvolutionStrategy {
         let g = Philox::new(self.seed);
         let b = g.at(step << 24 | member as u64, (k / 2) as u64);
         let (z0, z1) = box_muller(b[0], b[1]);
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             z0
         } else {
             z1

@@ -33,7 +33,7 @@ pub fn f32_to_bf16_bits(x: f32) -> u16 {
 /// Encodes `x` (whose length must be a multiple of the block size) as `ty`.
 pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
     let bs = ty.block_size();
-    if x.len() % bs != 0 {
+    if !x.len().is_multiple_of(bs) {
         return Err(FucinaError::InvalidArgument {
             op: "quantize",
             msg: format!("{} values are not a whole number of {ty:?} blocks of {bs}", x.len()),

@@ -141,7 +141,7 @@ impl GgmlType {
     /// Bytes taken by `n` values (an error if `n` is not a whole number of blocks or overflows).
     pub fn bytes_for(self, n: usize) -> Result<usize> {
         let bs = self.block_size();
-        if n % bs != 0 {
+        if !n.is_multiple_of(bs) {
             return Err(FucinaError::Format {
                 format: "ggml type",
                 msg: format!("{n} values are not a whole number of {self:?} blocks of {bs}"),
