@@ -89,7 +89,7 @@ fn binary_ops_with_broadcasting() {
     check("div_bcast", &[x.clone(), row.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).div(&t::<axes![b]>(&v[1]))?));
     check("maximum", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).maximum(&t::<axes![a, b]>(&v[1]))?));
     check("minimum", &[x.clone(), y.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).minimum(&t::<axes![a, b]>(&v[1]))?));
-    check("x*x (shared input)", &[x.clone()], |v| {
+    check("x*x (shared input)", std::slice::from_ref(&x), |v| {
         let xt = t::<axes![a, b]>(&v[0]);
         weigh(xt.mul(&xt)?.add(&xt)?)
     });

@@ -83,7 +83,7 @@ mod qmatmul {
     axis!(pub o, pub i);
 
     fn data(seed: u32, n: usize) -> Vec<f32> {
-        (0..n).map(|k| ((k as f32 * 0.731 + seed as f32).sin() * 1.7)).collect()
+        (0..n).map(|k| (k as f32 * 0.731 + seed as f32).sin() * 1.7).collect()
     }
 
     #[test]
