@@ -89,7 +89,7 @@ mod qmatmul {
     #[test]
     fn quantized_matmul_agrees_across_backends_and_with_dequantized_f32() {
         for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
-            for (m, n, k) in [(1, 7, 32), (3, 65, 96), (5, 300, 512)] {
+            for (m, n, k) in [(1, 7, 32), (3, 65, 96), (5, 300, 512), (20, 33, 128)] {
                 let w = Tensor::<axes![o, i]>::from_vec(data(1, n * k), &[n, k]).unwrap();
                 let x = Tensor::<axes![batch, i]>::from_vec(data(2, m * k), &[m, k]).unwrap();
                 let qw = QWeight::quantize(&w, ty).unwrap();

@@ -56,7 +56,7 @@ pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{scale, Q4_0_BYTES, Q8_0_BYTES};
+    use super::{Q4_0_BYTES, Q8_0_BYTES};
     use std::arch::x86_64::*;
 
     /// Sum of the 32 products of signed bytes `x * y`, as 8 i32 lanes.
@@ -79,11 +79,18 @@ mod avx2 {
         _mm_cvtss_f32(s)
     }
 
+    /// An f16 scale converted with F16C.
+    #[inline(always)]
+    unsafe fn scale_f16c(b: &[u8]) -> f32 {
+        // Safe intrinsics under the caller's F16C; the two bytes are the block's f16 scale.
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[0], b[1]]) as i32)))
+    }
+
     /// AVX2 Q8_0 x Q8_0.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `w` and `a` hold the same number of whole blocks.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         for (bw, ba) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
@@ -96,7 +103,8 @@ mod avx2 {
             };
             // SAFETY: AVX2 is enabled for this function.
             let p = unsafe { mul_sum_i8(x, y) };
-            let d = _mm256_set1_ps(scale(bw) * scale(ba));
+            // SAFETY: F16C is enabled for this function.
+            let d = _mm256_set1_ps(unsafe { scale_f16c(bw) * scale_f16c(ba) });
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
         }
         // SAFETY: AVX is enabled for this function.
@@ -107,7 +115,7 @@ mod avx2 {
     ///
     /// # Safety
     /// As for [`dot_q8_0_q8_0`], with `w` in Q4_0 blocks.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         let low = _mm256_set1_epi8(0x0F);
@@ -125,7 +133,8 @@ mod avx2 {
             let x = _mm256_sub_epi8(_mm256_and_si256(both, low), eight);
             // SAFETY: AVX2 is enabled for this function.
             let p = unsafe { mul_sum_i8(x, y) };
-            let d = _mm256_set1_ps(scale(bw) * scale(ba));
+            // SAFETY: F16C is enabled for this function.
+            let d = _mm256_set1_ps(unsafe { scale_f16c(bw) * scale_f16c(ba) });
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
         }
         // SAFETY: AVX is enabled for this function.
@@ -133,11 +142,21 @@ mod avx2 {
     }
 }
 
+fn has_f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *F16C.get_or_init(|| std::arch::is_x86_feature_detected!("f16c"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Q8_0 x Q8_0 row dot product on the best available path.
 pub fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() {
-        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+    if super::native::simd::level().has_avx2() && has_f16c() {
+        // SAFETY: checked above: the CPU reports AVX2, FMA and F16C.
         return unsafe { avx2::dot_q8_0_q8_0(w, a) };
     }
     dot_q8_0_q8_0_scalar(w, a)
@@ -146,8 +165,8 @@ pub fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
 /// Q4_0 x Q8_0 row dot product on the best available path.
 pub fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() {
-        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+    if super::native::simd::level().has_avx2() && has_f16c() {
+        // SAFETY: checked above: the CPU reports AVX2, FMA and F16C.
         return unsafe { avx2::dot_q4_0_q8_0(w, a) };
     }
     dot_q4_0_q8_0_scalar(w, a)

@@ -21,6 +21,11 @@ pub fn to_f32_contiguous(ctx: &ExecContext, t: &RawTensor) -> Result<Vec<f32>> {
     })
 }
 
+/// `x [m, k]` times `w [n, k]` transposed, as `[m, n]` (names-free, for layers above the DSL).
+pub fn contract_positional(ctx: &ExecContext, x: &RawTensor, w: &RawTensor) -> Result<RawTensor> {
+    matmul::contract_raw(ctx, x, &["m", "k"], w, &["n", "k"], &["k"], &["m", "n"])
+}
+
 /// Casts a tensor to `dtype` (a contiguous copy unless it already has that dtype).
 pub fn cast_to(t: &RawTensor, dtype: DType) -> Result<RawTensor> {
     elementwise::cast_raw(t, dtype)

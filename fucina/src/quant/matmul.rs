@@ -11,6 +11,9 @@ use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
+/// From this many activation rows on, `forward` decodes the weight and runs the f32 GEMM.
+pub const GEMM_BATCH: usize = 16;
+
 /// A weight matrix `[O, I]` stored in a block format (Q8_0 or Q4_0 for now).
 pub struct QWeight<O: Axis, I: Axis> {
     ty: GgmlType,
@@ -57,6 +60,17 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             return Err(FucinaError::ShapeMismatch { axis: I::NAME.to_string(), left: k, right: self.cols });
         }
         let ctx = ExecContext::current();
+        if m >= GEMM_BATCH {
+            // Many rows: decode the weight once and use the f32 GEMM, which beats one integer
+            // dot product per (row, weight row) pair from this size on.
+            let wf = Tensor::<(O, I)>::from_vec(
+                super::dequantize(self.ty, &self.data, self.rows * self.cols)?,
+                &[self.rows, self.cols],
+            )?;
+            let xr = x.detach();
+            let y = crate::ops::contract_positional(&ctx, xr.raw(), wf.raw())?;
+            return Tensor::from_raw(y);
+        }
         let xv = x.to_f32_vec();
         let blocks = k / 32;
         let mut qa = vec![0u8; m * blocks * Q8_0_BYTES];
@@ -73,30 +87,31 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 (_, false) => qdot::dot_q4_0_q8_0_scalar(w, a),
             }
         };
-        let mut out = vec![0.0f32; m * self.rows];
+        // Weight rows are the outer loop (each streams from memory once, then stays in L1
+        // while it meets every activation row); chunks of weight rows go to the pool.
         let n = self.rows;
-        let fill = |(i, orow): (usize, &mut [f32])| {
-            let a = &qa[i * blocks * Q8_0_BYTES..(i + 1) * blocks * Q8_0_BYTES];
-            for (j, o) in orow.iter_mut().enumerate() {
-                *o = dot(&self.data[j * row_bytes..(j + 1) * row_bytes], a);
+        let mut out_t = vec![0.0f32; n * m];
+        let data = &self.data;
+        let qa = &qa;
+        let fill = |(c, chunk): (usize, &mut [f32])| {
+            for (jj, col) in chunk.chunks_mut(m).enumerate() {
+                let j = c * 16 + jj;
+                let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
+                for (i, o) in col.iter_mut().enumerate() {
+                    *o = dot(wrow, &qa[i * blocks * Q8_0_BYTES..(i + 1) * blocks * Q8_0_BYTES]);
+                }
             }
         };
         if native && m * n * k >= 1 << 18 {
-            // Split the output columns (weight rows) over the pool: each weight row streams once.
-            let data = &self.data;
-            ctx.install(|| {
-                for (i, orow) in out.chunks_mut(n).enumerate() {
-                    let a = &qa[i * blocks * Q8_0_BYTES..(i + 1) * blocks * Q8_0_BYTES];
-                    orow.par_chunks_mut(64).enumerate().for_each(|(c, chunk)| {
-                        for (jj, o) in chunk.iter_mut().enumerate() {
-                            let j = c * 64 + jj;
-                            *o = dot(&data[j * row_bytes..(j + 1) * row_bytes], a);
-                        }
-                    });
-                }
-            });
+            ctx.install(|| out_t.par_chunks_mut(16 * m).enumerate().for_each(fill));
         } else {
-            out.chunks_mut(n).enumerate().for_each(fill);
+            out_t.chunks_mut(16 * m).enumerate().for_each(fill);
+        }
+        let mut out = vec![0.0f32; m * n];
+        for j in 0..n {
+            for i in 0..m {
+                out[i * n + j] = out_t[j * m + i];
+            }
         }
         Tensor::from_vec(out, &[m, n])
     }
