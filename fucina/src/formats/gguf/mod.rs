@@ -10,7 +10,7 @@ mod reader;
 mod writer;
 
 pub use reader::parse;
-pub use writer::write_gguf;
+pub use writer::{assign_offsets, write_gguf, write_gguf_to};
 
 use crate::error::{FucinaError, Result};
 use crate::quant::GgmlType;

@@ -3,6 +3,8 @@
 
 use super::{GgufHeader, Value, MAGIC};
 use crate::error::{FucinaError, Result};
+use std::borrow::Cow;
+use std::io::Write;
 
 fn put_value(out: &mut Vec<u8>, v: &Value) {
     match v {
@@ -34,6 +36,19 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
 /// Writes a GGUF image: `header` and, for each of its tensors in order, `data(i)`.
 pub fn write_gguf<'a>(header: &GgufHeader, mut data: impl FnMut(usize) -> Result<&'a [u8]>) -> Result<Vec<u8>> {
     let mut out = Vec::new();
+    write_gguf_to(&mut out, header, |i| data(i).map(Cow::Borrowed))?;
+    Ok(out)
+}
+
+/// Streams a GGUF file to `w`: header, metadata, tensor infos, then each tensor's bytes
+/// (`data(i)` is asked for one tensor at a time, so nothing holds the whole file).
+pub fn write_gguf_to<'a, W: Write>(
+    w: &mut W,
+    header: &GgufHeader,
+    mut data: impl FnMut(usize) -> Result<Cow<'a, [u8]>>,
+) -> Result<u64> {
+    let io = |e: std::io::Error| FucinaError::Io { path: "gguf output".into(), msg: e.to_string() };
+    let mut out = Vec::new();
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&header.version.to_le_bytes());
     out.extend_from_slice(&(header.tensors.len() as u64).to_le_bytes());
@@ -52,22 +67,20 @@ pub fn write_gguf<'a>(header: &GgufHeader, mut data: impl FnMut(usize) -> Result
         out.extend_from_slice(&t.ty.id().to_le_bytes());
         out.extend_from_slice(&t.offset.to_le_bytes());
     }
-    let align = header.alignment as usize;
-    let pad = |out: &mut Vec<u8>| {
-        let n = out.len().div_ceil(align) * align;
-        out.resize(n, 0);
-    };
-    pad(&mut out);
-    let base = out.len();
+    let align = header.alignment;
+    let padded = |n: u64| n.div_ceil(align) * align;
+    let head = padded(out.len() as u64);
+    out.resize(head as usize, 0);
+    w.write_all(&out).map_err(io)?;
+    let mut pos = 0u64; // within the data section
     for (i, t) in header.tensors.iter().enumerate() {
-        let at = base + t.offset as usize;
-        if at < out.len() {
+        if t.offset < pos {
             return Err(FucinaError::Format {
                 format: "gguf",
                 msg: format!("tensor `{}` overlaps the previous one", t.name),
             });
         }
-        out.resize(at, 0);
+        w.write_all(&vec![0u8; (t.offset - pos) as usize]).map_err(io)?;
         let d = data(i)?;
         if d.len() != t.nbytes()? {
             return Err(FucinaError::Format {
@@ -75,8 +88,20 @@ pub fn write_gguf<'a>(header: &GgufHeader, mut data: impl FnMut(usize) -> Result
                 msg: format!("tensor `{}`: {} bytes given, {} expected", t.name, d.len(), t.nbytes()?),
             });
         }
-        out.extend_from_slice(d);
-        pad(&mut out);
+        w.write_all(&d).map_err(io)?;
+        let end = t.offset + d.len() as u64;
+        pos = padded(end);
+        w.write_all(&vec![0u8; (pos - end) as usize]).map_err(io)?;
     }
-    Ok(out)
+    Ok(head + pos)
+}
+
+/// Lays the tensors out back to back from offset 0, each start aligned (as gguf-py does).
+pub fn assign_offsets(header: &mut GgufHeader) -> Result<()> {
+    let mut at = 0u64;
+    for t in &mut header.tensors {
+        t.offset = at;
+        at = (at + t.nbytes()? as u64).div_ceil(header.alignment) * header.alignment;
+    }
+    Ok(())
 }
