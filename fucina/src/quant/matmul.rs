@@ -63,10 +63,18 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         if m >= GEMM_BATCH {
             // Many rows: decode the weight once and use the f32 GEMM, which beats one integer
             // dot product per (row, weight row) pair from this size on.
-            let wf = Tensor::<(O, I)>::from_vec(
-                super::dequantize(self.ty, &self.data, self.rows * self.cols)?,
-                &[self.rows, self.cols],
-            )?;
+            let row_bytes = self.ty.bytes_for(k)?;
+            let mut wv = vec![0.0f32; self.rows * self.cols];
+            let decode = |(r, out): (usize, &mut [f32])| -> Result<()> {
+                out.copy_from_slice(&super::dequantize(self.ty, &self.data[r * row_bytes..(r + 1) * row_bytes], k)?);
+                Ok(())
+            };
+            if ctx.backend() == BackendKind::Native {
+                ctx.install(|| wv.par_chunks_mut(k).enumerate().try_for_each(decode))?;
+            } else {
+                wv.chunks_mut(k).enumerate().try_for_each(decode)?;
+            }
+            let wf = Tensor::<(O, I)>::from_vec(wv, &[self.rows, self.cols])?;
             let xr = x.detach();
             let y = crate::ops::contract_positional(&ctx, xr.raw(), wf.raw())?;
             return Tensor::from_raw(y);
