@@ -35,6 +35,24 @@ pub fn par(work: usize) -> bool {
 /// Below this many elements (or multiply-adds) a kernel does not split its work.
 pub(crate) const PAR_MIN: usize = 1 << 14;
 
+/// im2col of one batch item `x [cin, t_in]`: `cols[(ci*k + tap), t] = x[ci, t + tap*dilation - pad_left]` (or 0).
+fn im2col(p: &Conv1d, x: &[f32], cols: &mut [f32]) {
+    let t_out = p.t_out();
+    let fill = |(row, dst): (usize, &mut [f32])| {
+        let (ci, tap) = (row / p.k, row % p.k);
+        let src = &x[ci * p.t_in..(ci + 1) * p.t_in];
+        for (t, d) in dst.iter_mut().enumerate() {
+            let s = t + tap * p.dilation;
+            *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
+        }
+    };
+    if par(cols.len()) {
+        cols.par_chunks_mut(t_out).enumerate().for_each(fill);
+    } else {
+        cols.chunks_mut(t_out).enumerate().for_each(fill);
+    }
+}
+
 /// SIMD + rayon kernels; they run on the thread pool of the calling `ExecContext`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Native;
@@ -90,20 +108,7 @@ impl Kernels for Native {
         let kk = p.cin * p.k;
         let mut cols = vec![0.0f32; kk * t_out];
         for b in 0..p.batch {
-            // im2col: cols[(ci*k + tap), t] = x[b, ci, t + tap*dilation - pad_left] (or 0).
-            let fill = |(row, dst): (usize, &mut [f32])| {
-                let (ci, tap) = (row / p.k, row % p.k);
-                let src = &x[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
-                for (t, d) in dst.iter_mut().enumerate() {
-                    let s = t + tap * p.dilation;
-                    *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
-                }
-            };
-            if par(cols.len()) {
-                cols.par_chunks_mut(t_out).enumerate().for_each(fill);
-            } else {
-                cols.chunks_mut(t_out).enumerate().for_each(fill);
-            }
+            im2col(p, &x[b * p.cin * p.t_in..(b + 1) * p.cin * p.t_in], &mut cols);
             let g = Gemm {
                 batch: 1,
                 m: p.cout,
@@ -136,14 +141,7 @@ impl Kernels for Native {
         let mut dwb = vec![0.0f32; p.cout * kk];
         let mut dcols = vec![0.0f32; kk * t_out];
         for b in 0..p.batch {
-            for (row, dst) in cols.chunks_mut(t_out).enumerate() {
-                let (ci, tap) = (row / p.k, row % p.k);
-                let src = &x[(b * p.cin + ci) * p.t_in..(b * p.cin + ci + 1) * p.t_in];
-                for (t, d) in dst.iter_mut().enumerate() {
-                    let s = t + tap * p.dilation;
-                    *d = if s >= p.pad_left && s - p.pad_left < p.t_in { src[s - p.pad_left] } else { 0.0 };
-                }
-            }
+            im2col(p, &x[b * p.cin * p.t_in..(b + 1) * p.cin * p.t_in], &mut cols);
             let gb = &g[b * p.cout * t_out..(b + 1) * p.cout * t_out];
             let gw = Gemm {
                 batch: 1,
