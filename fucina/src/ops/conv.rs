@@ -89,11 +89,13 @@ impl<Bt: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Tenso
         let work = batch * cout * t_out * cin * k;
         ctx.run(work, |kern| kern.conv1d(&p, &x, &w, b.as_deref(), &mut out));
         let y = finish(&ctx, out, &[batch, cout, t_out], self.dtype().promote(weight.dtype()))?;
-        let (xv, wv) = (x.to_vec(), w.to_vec());
         let has_bias = bias.is_some();
         let mut inputs = vec![self.raw(), weight.raw()];
         inputs.extend(bias.map(|b| b.raw()));
+        let (xs, ws) = (&x, &w);
         Tensor::from_raw(record(y, &inputs, move || {
+            // Copied only when a graph is recorded; inference keeps nothing.
+            let (xv, wv) = (xs.to_vec(), ws.to_vec());
             Box::new(move |g: &RawTensor| {
                 let ctx = ExecContext::current();
                 let gc = contiguous_f32(&ctx, g, "conv1d backward")?;
