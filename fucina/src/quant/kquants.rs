@@ -1,6 +1,7 @@
 //! The 256-value K-quant super-block formats: decoders for Q2_K..Q6_K and Q8_K, and the
 //! Q8_K encoder (ggml's `quantize_row_q8_K_ref`).
 
+use super::kquants_enc::nearest_int;
 use half::f16;
 
 const QK_K: usize = 256;
@@ -126,12 +127,6 @@ pub fn dequantize_q8_k(bytes: &[u8]) -> Vec<f32> {
         out.extend(b[4..260].iter().map(|q| d * *q as i8 as f32));
     }
     out
-}
-
-/// ggml's `nearest_int`: round half to even through the 1.5 * 2^23 trick.
-fn nearest_int(v: f32) -> i32 {
-    let val = v + 12_582_912.0;
-    (val.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
 }
 
 /// Encodes Q8_K as ggml's `quantize_row_q8_K_ref`: `iscale = -127 / max`, 16 block sums.

@@ -2,10 +2,12 @@
 //!
 //! Decoders follow gguf-py's `gguf.quants` dequantizers element for element (same f32
 //! arithmetic, so results are bit-identical); the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/BF16 encoders
-//! follow gguf-py's quantizers (which match ggml's reference) and are byte-exact; Q8_K
-//! follows ggml's `quantize_row_q8_K_ref`.
+//! follow gguf-py's quantizers (which match ggml's reference) and are byte-exact; the K-quant
+//! encoders (Q2_K..Q6_K, Q8_K) are ports of ggml's `quantize_row_*_K_ref`, byte-exact against
+//! ggml-quants.c itself.
 
 mod kquants;
+mod kquants_enc;
 mod legacy;
 mod matmul;
 mod types;
@@ -13,6 +15,7 @@ mod types;
 pub use kquants::{
     dequantize_q2_k, dequantize_q3_k, dequantize_q4_k, dequantize_q5_k, dequantize_q6_k, dequantize_q8_k, quantize_q8_k,
 };
+pub use kquants_enc::{quantize_q2_k, quantize_q3_k, quantize_q4_k, quantize_q5_k, quantize_q6_k};
 pub use legacy::{
     dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1,
     quantize_q5_0, quantize_q5_1, quantize_q8_0,
@@ -48,6 +51,11 @@ pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
         GgmlType::Q5_0 => quantize_q5_0(x),
         GgmlType::Q5_1 => quantize_q5_1(x),
         GgmlType::Q8_0 => quantize_q8_0(x),
+        GgmlType::Q2_K => quantize_q2_k(x),
+        GgmlType::Q3_K => quantize_q3_k(x),
+        GgmlType::Q4_K => quantize_q4_k(x),
+        GgmlType::Q5_K => quantize_q5_k(x),
+        GgmlType::Q6_K => quantize_q6_k(x),
         GgmlType::Q8_K => quantize_q8_k(x),
         other => {
             return Err(FucinaError::InvalidArgument { op: "quantize", msg: format!("no encoder for {other:?} yet") });
