@@ -6,7 +6,7 @@ use fucina::{FucinaError, Result};
 use std::borrow::Cow;
 use std::path::Path;
 
-/// Target formats the encoder supports so far.
+/// Single-format targets and their llama.cpp `general.file_type` numbers.
 pub const TARGETS: &[(&str, GgmlType, u32)] = &[
     ("F32", GgmlType::F32, 0),
     ("F16", GgmlType::F16, 1),
@@ -16,36 +16,74 @@ pub const TARGETS: &[(&str, GgmlType, u32)] = &[
     ("Q4_1", GgmlType::Q4_1, 3),
     ("Q5_0", GgmlType::Q5_0, 8),
     ("Q5_1", GgmlType::Q5_1, 9),
+    ("Q2_K", GgmlType::Q2_K, 10),
+    ("Q3_K", GgmlType::Q3_K, 11),
+    ("Q4_K", GgmlType::Q4_K, 14),
+    ("Q5_K", GgmlType::Q5_K, 16),
+    ("Q6_K", GgmlType::Q6_K, 18),
 ];
 
-/// The target format named `name` and its llama.cpp `general.file_type` number.
-pub fn parse_target(name: &str) -> Result<(GgmlType, u32)> {
-    TARGETS.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(name)).map(|(_, t, f)| (*t, *f)).ok_or_else(|| {
-        let known: Vec<&str> = TARGETS.iter().map(|(n, _, _)| *n).collect();
-        FucinaError::InvalidArgument {
-            op: "quantize",
-            msg: format!(
-                "unknown or not yet supported target `{name}` (supported: {}; K-quants are not yet)",
-                known.join(", ")
-            ),
-        }
-    })
+/// What a run encodes to: one format for every weight, or llama.cpp's `_M` mixes, which keep
+/// the embedding, the output head and some layers' `attn_v`/`ffn_down` in Q6_K.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Every eligible weight in this format.
+    Uniform(GgmlType),
+    /// `base` for most weights, Q6_K for the sensitive ones (Q4_K_M, Q5_K_M).
+    Mix(GgmlType),
 }
 
-/// Whether tensor `ty`/`dims` is re-encoded: 2-D (or more) float weights whose rows are whole blocks.
+impl Target {
+    /// The format of tensor `name` (`blk.N.` prefixes give the layer of `n_layer`).
+    pub fn format_for(self, name: &str, n_layer: usize) -> GgmlType {
+        match self {
+            Target::Uniform(t) => t,
+            Target::Mix(base) => {
+                if name == "output.weight" || name == "token_embd.weight" {
+                    return GgmlType::Q6_K;
+                }
+                let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|i| i.parse().ok());
+                let sensitive = name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight");
+                match layer {
+                    Some(i) if sensitive && use_more_bits(i, n_layer) => GgmlType::Q6_K,
+                    _ => base,
+                }
+            }
+        }
+    }
+}
+
+/// llama.cpp's choice of layers that get more bits: the first and last eighth, and every
+/// third layer between.
+fn use_more_bits(i: usize, n: usize) -> bool {
+    i < n / 8 || i >= 7 * n / 8 || (i >= n / 8 && (i - n / 8) % 3 == 2)
+}
+
+/// The target named `name` and its llama.cpp `general.file_type` number.
+pub fn parse_target(name: &str) -> Result<(Target, u32)> {
+    if name.eq_ignore_ascii_case("Q4_K_M") {
+        return Ok((Target::Mix(GgmlType::Q4_K), 15));
+    }
+    if name.eq_ignore_ascii_case("Q5_K_M") {
+        return Ok((Target::Mix(GgmlType::Q5_K), 17));
+    }
+    TARGETS
+        .iter()
+        .find(|(n, _, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, t, f)| (Target::Uniform(*t), *f))
+        .ok_or_else(|| {
+            let known: Vec<&str> = TARGETS.iter().map(|(n, _, _)| *n).collect();
+            FucinaError::InvalidArgument {
+                op: "quantize",
+                msg: format!("unknown target `{name}` (supported: {}, Q4_K_M, Q5_K_M)", known.join(", ")),
+            }
+        })
+}
+
+/// Whether tensor `ty`/`dims` is re-encoded: 2-D (or more) float or block-quantized weights
+/// whose rows are whole blocks of the target.
 pub fn eligible(ty: GgmlType, dims: &[u64], target: GgmlType) -> bool {
-    matches!(
-        ty,
-        GgmlType::F32
-            | GgmlType::F16
-            | GgmlType::BF16
-            | GgmlType::Q8_0
-            | GgmlType::Q4_0
-            | GgmlType::Q4_1
-            | GgmlType::Q5_0
-            | GgmlType::Q5_1
-    ) && dims.len() >= 2
-        && dims[0] % target.block_size() as u64 == 0
+    !matches!(ty, GgmlType::Q8_K) && dims.len() >= 2 && dims[0] % target.block_size() as u64 == 0
 }
 
 /// Re-encodes `input` into `output`; `progress(done, total, name)` is called per tensor.
@@ -53,19 +91,26 @@ pub fn eligible(ty: GgmlType, dims: &[u64], target: GgmlType) -> bool {
 pub fn quantize_file(
     input: &Path,
     output: &Path,
-    target: GgmlType,
+    target: Target,
     file_type: u32,
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<(usize, usize)> {
     let src = GgufFile::open(input)?;
     let mut header = src.header().clone();
     let total = header.tensors.len();
+    let n_layer = header
+        .metadata
+        .iter()
+        .find(|(k, _)| k.ends_with(".block_count"))
+        .and_then(|(_, v)| v.as_u64())
+        .unwrap_or(0) as usize;
     let mut plan = Vec::with_capacity(total);
     for t in header.tensors.iter_mut() {
-        let re = eligible(t.ty, &t.dims, target) && t.ty != target;
-        plan.push((re, t.ty));
+        let to = target.format_for(&t.name, n_layer);
+        let re = eligible(t.ty, &t.dims, to) && t.ty != to;
+        plan.push((re, t.ty, to));
         if re {
-            t.ty = target;
+            t.ty = to;
         }
     }
     match header.metadata.iter_mut().find(|(k, _)| k == "general.file_type") {
@@ -84,7 +129,7 @@ pub fn quantize_file(
         if plan[i].0 {
             re_n += 1;
             let x = dequantize(plan[i].1, bytes, t.numel() as usize)?;
-            Ok(Cow::Owned(quantize(target, &x)?))
+            Ok(Cow::Owned(quantize_rows(plan[i].2, &x, t.dims[0] as usize)?))
         } else {
             copied += 1;
             Ok(Cow::Borrowed(bytes))
@@ -93,6 +138,15 @@ pub fn quantize_file(
     std::io::Write::flush(&mut w).map_err(io)?;
     progress(total, total, "");
     Ok((re_n, copied))
+}
+
+/// Encodes `x` as `ty`, rows of `row` values in parallel (the K-quant searches are slow).
+fn quantize_rows(ty: GgmlType, x: &[f32], row: usize) -> Result<Vec<u8>> {
+    use rayon::prelude::*;
+    // Chunks of whole rows, at least 64K values each, so small tensors stay on one thread.
+    let rows_per = (65536 / row.max(1)).max(1);
+    let parts: Vec<Vec<u8>> = x.par_chunks(row * rows_per).map(|c| quantize(ty, c)).collect::<Result<_>>()?;
+    Ok(parts.concat())
 }
 
 #[cfg(test)]
@@ -122,10 +176,38 @@ mod tests {
         assert_eq!(shape, shape2);
         let amax = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= amax / 127.0));
-        // Rows that are not whole blocks (t.f32 has rows of 8) and K-quant tensors are copied unchanged.
+        // Rows that are not whole blocks (t.f32 has rows of 8) are copied unchanged.
         assert_eq!(dst.tensor_data("t.f32").unwrap(), src.tensor_data("t.f32").unwrap());
-        assert_eq!(dst.tensor_data("t.q4_k").unwrap(), src.tensor_data("t.q4_k").unwrap());
         std::fs::remove_file(&out).ok();
-        assert!(parse_target("Q4_K").unwrap_err().to_string().contains("not yet"));
+        assert!(parse_target("Q7_K").unwrap_err().to_string().contains("unknown target `Q7_K`"));
+    }
+
+    #[test]
+    fn k_quant_targets_and_mixes() {
+        let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fucina/tests/goldens/gguf/all_types.gguf");
+        let out = std::env::temp_dir().join(format!("fucina-quantize-k-{}.gguf", std::process::id()));
+        let (t, ft) = parse_target("Q4_K").unwrap();
+        assert_eq!((t, ft), (Target::Uniform(GgmlType::Q4_K), 14));
+        quantize_file(&input, &out, t, ft, |_, _, _| {}).unwrap();
+        let dst = GgufFile::open(&out).unwrap();
+        let src = GgufFile::open(&input).unwrap();
+        // t.q6_k has rows of 256: re-encoded from Q6_K to Q4_K, and decodes close to the source.
+        let info = dst.header().tensors.iter().find(|x| x.name == "t.q6_k").unwrap();
+        assert_eq!(info.ty, GgmlType::Q4_K);
+        let (_, a) = src.tensor_f32("t.q6_k").unwrap();
+        let (_, b) = dst.tensor_f32("t.q6_k").unwrap();
+        let amax = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let err = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= amax / 7.0, "Q4_K error {err} vs amax {amax}");
+        std::fs::remove_file(&out).ok();
+        // The Q4_K_M mix: embeddings, output and some layers' attn_v/ffn_down get Q6_K.
+        let (m, ft) = parse_target("q4_k_m").unwrap();
+        assert_eq!(ft, 15);
+        assert_eq!(m.format_for("output.weight", 28), GgmlType::Q6_K);
+        assert_eq!(m.format_for("blk.0.attn_v.weight", 28), GgmlType::Q6_K);
+        assert_eq!(m.format_for("blk.5.attn_v.weight", 28), GgmlType::Q6_K);
+        assert_eq!(m.format_for("blk.4.attn_v.weight", 28), GgmlType::Q4_K);
+        assert_eq!(m.format_for("blk.4.attn_q.weight", 28), GgmlType::Q4_K);
+        assert_eq!(m.format_for("blk.27.ffn_down.weight", 28), GgmlType::Q6_K);
     }
 }

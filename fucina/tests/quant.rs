@@ -88,8 +88,21 @@ mod qmatmul {
 
     #[test]
     fn quantized_matmul_agrees_across_backends_and_with_dequantized_f32() {
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
-            for (m, n, k) in [(1, 7, 32), (3, 65, 96), (5, 300, 512), (20, 33, 128)] {
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ] {
+            let shapes: &[(usize, usize, usize)] = if ty.block_size() == 256 {
+                &[(1, 7, 256), (3, 65, 768), (5, 300, 512), (20, 33, 256)]
+            } else {
+                &[(1, 7, 32), (3, 65, 96), (5, 300, 512), (20, 33, 128)]
+            };
+            for &(m, n, k) in shapes {
                 let w = Tensor::<axes![o, i]>::from_vec(data(1, n * k), &[n, k]).unwrap();
                 let x = Tensor::<axes![batch, i]>::from_vec(data(2, m * k), &[m, k]).unwrap();
                 let qw = QWeight::quantize(&w, ty).unwrap();
@@ -112,9 +125,64 @@ mod qmatmul {
             }
         }
         let w = Tensor::<axes![o, i]>::zeros(&[2, 32]).unwrap();
-        assert!(QWeight::quantize(&w, GgmlType::Q6_K).is_err());
+        assert!(QWeight::quantize(&w, GgmlType::Q6_K).is_err(), "32 values are not a Q6_K super-block");
+        assert!(QWeight::quantize(&w, GgmlType::Q4_1).is_err(), "Q4_1 has no kernel");
         let qw = QWeight::quantize(&w, GgmlType::Q8_0).unwrap();
         assert!(qw.forward(&Tensor::<axes![batch, i]>::zeros(&[1, 64]).unwrap()).is_err());
+    }
+}
+
+/// Every K-quant kernel against the scalar spec on random bytes (all bit patterns of levels,
+/// scales and high bits; only the f16 scales are kept finite), one super-block at a time
+/// and over whole rows.
+#[test]
+fn kquant_dot_kernels_match_the_scalar_spec_on_random_blocks() {
+    use fucina::backend::qdot_k::{dot_k_q8_k, dot_k_q8_k_scalar, quantize_row_q8_k, KFormat, Q8_K_BYTES};
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for f in [KFormat::Q2K, KFormat::Q3K, KFormat::Q4K, KFormat::Q5K, KFormat::Q6K] {
+        let bb = f.block_bytes();
+        for blocks in [1usize, 3, 8] {
+            let mut w: Vec<u8> = (0..blocks * bb).map(|_| next() as u8).collect();
+            // f16 scales in [2^-15, 2^-1): finite, non-zero, either sign.
+            let scale_at: &[usize] = match f {
+                KFormat::Q2K => &[80, 82],
+                KFormat::Q3K => &[108],
+                KFormat::Q4K | KFormat::Q5K => &[0, 2],
+                KFormat::Q6K => &[208],
+            };
+            for b in 0..blocks {
+                for &o in scale_at {
+                    let v = (next() as u16 & 0x83ff) | (((next() % 14) as u16 + 1) << 10);
+                    w[b * bb + o..b * bb + o + 2].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            let x: Vec<f32> = (0..blocks * 256).map(|_| (next() % 20001) as f32 / 10000.0 - 1.0).collect();
+            let mut a = vec![0u8; blocks * Q8_K_BYTES];
+            quantize_row_q8_k(&x, &mut a);
+            let s = dot_k_q8_k_scalar(f, &w, &a);
+            let v = dot_k_q8_k(f, &w, &a);
+            assert!(s.is_finite());
+            assert!((s - v).abs() <= 1e-5 * (1.0 + s.abs()), "{f:?} x{blocks}: scalar {s} vs native {v}");
+            // The spec itself: dequantized weights times dequantized activations.
+            let ty = match f {
+                KFormat::Q2K => GgmlType::Q2_K,
+                KFormat::Q3K => GgmlType::Q3_K,
+                KFormat::Q4K => GgmlType::Q4_K,
+                KFormat::Q5K => GgmlType::Q5_K,
+                KFormat::Q6K => GgmlType::Q6_K,
+            };
+            let wd = dequantize(ty, &w, blocks * 256).unwrap();
+            let ad = dequantize(GgmlType::Q8_K, &a, blocks * 256).unwrap();
+            let r: f64 = wd.iter().zip(&ad).map(|(p, q)| *p as f64 * *q as f64).sum();
+            let mag: f64 = wd.iter().zip(&ad).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+            assert!((s as f64 - r).abs() <= 1e-5 * (1.0 + mag), "{f:?} x{blocks}: spec {s} vs dequantized {r}");
+        }
     }
 }
 

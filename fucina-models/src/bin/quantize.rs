@@ -13,7 +13,8 @@ struct Args {
     input: PathBuf,
     /// Output GGUF file.
     output: PathBuf,
-    /// Target format: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
+    /// Target: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, or the
+    /// llama.cpp mixes Q4_K_M / Q5_K_M (Q6_K for embeddings, output and some attn_v/ffn_down).
     format: String,
 }
 

@@ -6,6 +6,7 @@
 
 pub mod native;
 pub mod qdot;
+pub mod qdot_k;
 pub mod scalar;
 
 use half::{bf16, f16};

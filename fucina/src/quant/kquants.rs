@@ -1,7 +1,7 @@
 //! The 256-value K-quant super-block formats: decoders for Q2_K..Q6_K and Q8_K, and the
 //! Q8_K encoder (ggml's `quantize_row_q8_K_ref`).
 
-use super::kquants_enc::nearest_int;
+use crate::backend::qdot_k::{quantize_row_q8_k, Q8_K_BYTES};
 use half::f16;
 
 const QK_K: usize = 256;
@@ -131,28 +131,7 @@ pub fn dequantize_q8_k(bytes: &[u8]) -> Vec<f32> {
 
 /// Encodes Q8_K as ggml's `quantize_row_q8_K_ref`: `iscale = -127 / max`, 16 block sums.
 pub fn quantize_q8_k(x: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(x.len() / QK_K * 292);
-    for b in x.chunks_exact(QK_K) {
-        let (mut amax, mut max) = (0.0f32, 0.0f32);
-        for v in b {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = *v;
-            }
-        }
-        if amax == 0.0 {
-            out.extend_from_slice(&0.0f32.to_le_bytes());
-            out.extend(std::iter::repeat_n(0u8, 256 + 32));
-            continue;
-        }
-        let iscale = -127.0 / max;
-        let q: Vec<i8> = b.iter().map(|v| nearest_int(iscale * v).min(127) as i8).collect();
-        out.extend_from_slice(&(1.0 / iscale).to_le_bytes());
-        out.extend(q.iter().map(|v| *v as u8));
-        for g in q.chunks_exact(16) {
-            let s: i16 = g.iter().map(|v| *v as i16).sum();
-            out.extend_from_slice(&s.to_le_bytes());
-        }
-    }
+    let mut out = vec![0u8; x.len() / QK_K * Q8_K_BYTES];
+    quantize_row_q8_k(x, &mut out);
     out
 }

@@ -6,17 +6,12 @@
 //! the output bytes are identical to ggml's (compiled without FMA contraction, as x86-64's
 //! baseline is). The goldens in `fucina/tests/goldens/kquant/` hold that proof.
 
+pub(crate) use crate::backend::qdot_k::nearest_int;
 use half::f16;
 
 const QK_K: usize = 256;
 /// Groups whose largest magnitude is below this are stored as all zero (ggml's `GROUP_MAX_EPS`).
 const GROUP_MAX_EPS: f32 = 1e-15;
-
-/// ggml's `nearest_int`: round half to even through the 1.5 * 2^23 trick.
-pub(crate) fn nearest_int(v: f32) -> i32 {
-    let val = v + 12_582_912.0;
-    (val.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
-}
 
 fn h(x: f32) -> [u8; 2] {
     f16::from_f32(x).to_le_bytes()

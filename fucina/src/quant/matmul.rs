@@ -1,8 +1,10 @@
 //! Quantized weights and their matrix products: `y = x W^T` with `W [out, in]` kept in a
-//! ggml block format and each activation row quantized to Q8_0 on the fly.
+//! ggml block format and each activation row quantized on the fly: to Q8_0 for the 32-value
+//! formats (Q8_0, Q4_0), to Q8_K for the 256-value K-quants (Q2_K..Q6_K).
 
 use super::{quantize, GgmlType};
 use crate::backend::qdot::{self, Q8_0_BYTES};
+use crate::backend::qdot_k::{self, KFormat, Q8_K_BYTES};
 use crate::backend::BackendKind;
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
@@ -14,7 +16,8 @@ use std::marker::PhantomData;
 /// From this many activation rows on, `forward` decodes the weight and runs the f32 GEMM.
 pub const GEMM_BATCH: usize = 16;
 
-/// A weight matrix `[O, I]` stored in a block format (Q8_0 or Q4_0 for now).
+/// A weight matrix `[O, I]` stored in a block format with an integer dot kernel
+/// (Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 pub struct QWeight<O: Axis, I: Axis> {
     ty: GgmlType,
     rows: usize,
@@ -26,10 +29,10 @@ pub struct QWeight<O: Axis, I: Axis> {
 impl<O: Axis, I: Axis> QWeight<O, I> {
     /// Wraps encoded rows (`rows` x `cols` values of `ty`, row-major).
     pub fn from_bytes(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Result<QWeight<O, I>> {
-        if !matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) {
+        if !matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) && kformat(ty).is_none() {
             return Err(FucinaError::InvalidArgument {
                 op: "QWeight",
-                msg: format!("{ty:?} weights are not supported yet (Q8_0 and Q4_0 are)"),
+                msg: format!("{ty:?} has no quantized kernel (Q8_0, Q4_0 and Q2_K..Q6_K do)"),
             });
         }
         let need = ty.bytes_for(cols)? * rows;
@@ -80,19 +83,26 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             return Tensor::from_raw(y);
         }
         let xv = x.to_f32_vec();
-        let blocks = k / 32;
-        let mut qa = vec![0u8; m * blocks * Q8_0_BYTES];
-        for (row, q) in xv.chunks_exact(k).zip(qa.chunks_exact_mut(blocks * Q8_0_BYTES)) {
-            qdot::quantize_row_q8_0(row, q);
+        let kf = kformat(self.ty);
+        // Activation rows in Q8_K for the K-quants, Q8_0 otherwise.
+        let a_row = if kf.is_some() { k / 256 * Q8_K_BYTES } else { k / 32 * Q8_0_BYTES };
+        let mut qa = vec![0u8; m * a_row];
+        for (row, q) in xv.chunks_exact(k).zip(qa.chunks_exact_mut(a_row)) {
+            match kf {
+                Some(_) => qdot_k::quantize_row_q8_k(row, q),
+                None => qdot::quantize_row_q8_0(row, q),
+            }
         }
         let row_bytes = self.ty.bytes_for(k)?;
         let native = ctx.backend() == BackendKind::Native;
         let dot = |w: &[u8], a: &[u8]| -> f32 {
-            match (self.ty, native) {
-                (GgmlType::Q8_0, true) => qdot::dot_q8_0_q8_0(w, a),
-                (GgmlType::Q8_0, false) => qdot::dot_q8_0_q8_0_scalar(w, a),
-                (_, true) => qdot::dot_q4_0_q8_0(w, a),
-                (_, false) => qdot::dot_q4_0_q8_0_scalar(w, a),
+            match (self.ty, kf, native) {
+                (_, Some(f), true) => qdot_k::dot_k_q8_k(f, w, a),
+                (_, Some(f), false) => qdot_k::dot_k_q8_k_scalar(f, w, a),
+                (GgmlType::Q8_0, _, true) => qdot::dot_q8_0_q8_0(w, a),
+                (GgmlType::Q8_0, _, false) => qdot::dot_q8_0_q8_0_scalar(w, a),
+                (_, _, true) => qdot::dot_q4_0_q8_0(w, a),
+                (_, _, false) => qdot::dot_q4_0_q8_0_scalar(w, a),
             }
         };
         // Weight rows are the outer loop (each streams from memory once, then stays in L1
@@ -106,7 +116,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 let j = c * 16 + jj;
                 let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
                 for (i, o) in col.iter_mut().enumerate() {
-                    *o = dot(wrow, &qa[i * blocks * Q8_0_BYTES..(i + 1) * blocks * Q8_0_BYTES]);
+                    *o = dot(wrow, &qa[i * a_row..(i + 1) * a_row]);
                 }
             }
         };
@@ -123,4 +133,16 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         }
         Tensor::from_vec(out, &[m, n])
     }
+}
+
+/// The K-quant kernel format of a ggml type, if it is one.
+fn kformat(ty: GgmlType) -> Option<KFormat> {
+    Some(match ty {
+        GgmlType::Q2_K => KFormat::Q2K,
+        GgmlType::Q3_K => KFormat::Q3K,
+        GgmlType::Q4_K => KFormat::Q4K,
+        GgmlType::Q5_K => KFormat::Q5K,
+        GgmlType::Q6_K => KFormat::Q6K,
+        _ => return None,
+    })
 }
