@@ -1,4 +1,4 @@
-//! Quantized mat-vec / mat-mat (Q8_0, Q4_0 weights; Q8_0 activations) at LLM shapes, with
+//! Quantized mat-vec / mat-mat (Q8_0, Q4_0 weights with Q8_0 activations; Q4_K, Q6_K with Q8_K) at LLM shapes, with
 //! the bytes of weights streamed per second next to the machine's measured memory
 //! bandwidth (a STREAM-style triad run in the same process). `FUCINA_BENCH_QUICK=1` shortens it.
 
@@ -42,7 +42,7 @@ fn main() {
         let _g = ctx.enter();
         for &(n, k) in &shapes {
             let w = ctx.randn::<axes![o, i]>(&[n, k], 0.0, 0.02).unwrap();
-            for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
+            for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
                 let qw = QWeight::quantize(&w, ty).unwrap();
                 let wbytes = ty.bytes_for(n * k).unwrap() as f64;
                 for m in [1usize, 64] {
