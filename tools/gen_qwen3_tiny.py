@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The tiny default Qwen3 and its goldens, from HF `tokenizers` and `transformers`.
+
+1. Trains a small byte-level BPE offline with `tokenizers`, set up as Qwen2's tokenizer is
+   (NFC normalizer, the Qwen2 split regex, byte-level, Qwen's special tokens).
+2. Builds a random-initialised Qwen3ForCausalLM from a tiny config (seeded).
+3. Writes fucina-models/assets/qwen3-tiny-f32.gguf with gguf-py, named as llama.cpp's
+   convert_hf_to_gguf.py names a Qwen3 (qwen3 architecture, gpt2/qwen2 tokenizer metadata).
+4. Writes fucina-models/tests/goldens/qwen3_tokenizer.json (token IDs from HF for a corpus
+   of tricky strings) and qwen3_logits.json (transformers logits for fixed prompts: every
+   prefill position and 16 greedy decode steps).
+"""
+import json
+import os
+
+import numpy as np
+import torch
+import gguf
+from tokenizers import Tokenizer, Regex, models, normalizers, pre_tokenizers, decoders, trainers
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.join(here, "..")
+assets = os.path.join(root, "fucina-models", "assets")
+gold = os.path.join(root, "fucina-models", "tests", "goldens")
+os.makedirs(assets, exist_ok=True)
+os.makedirs(gold, exist_ok=True)
+
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+                 r"\s+(?!\S)|\s+")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+
+# A training corpus written here (no downloads): prose, code, numbers, chat turns, unicode.
+CORPUS = []
+words = ("the capital of france is paris . a small model learns to speak slowly but it speaks . "
+         "rust python zig tensors axes gradients kernels attention heads tokens layers norm rope "
+         "what is why how when where who which bonjour monde ciao mondo hallo welt hola mundo").split()
+rng = np.random.default_rng(7)
+for i in range(4000):
+    n = int(rng.integers(3, 14))
+    s = " ".join(words[int(j)] for j in rng.integers(0, len(words), n))
+    if i % 5 == 0:
+        s = s.capitalize() + "?"
+    if i % 7 == 0:
+        s += f" {int(rng.integers(0, 100000))} and {rng.uniform(-100, 100):.3f}"
+    CORPUS.append(s)
+CORPUS += [
+    "def forward(self, x):\n    return self.w @ x + self.b\n",
+    "fn main() {\n    println!(\"hello, world\");\n}\n",
+    "Ünïcödé çàñ bé trícky: naïve café, Straße, ÅÄÖ, Ελληνικά, русский, 日本語のテキスト, 中文字符, 한국어",
+    "emoji 🙂🚀👍🏽 and symbols © ® ™ € £ ¥ → ← ≤ ≥ ∑ ∫",
+    "tabs\tand  double  spaces   and newlines\n\n\nend",
+    "I'm sure it's fine, they'll see what we've done, you'd agree, she's RIGHT. DON'T SHOUT.",
+] * 20
+
+TRICKY = [
+    "Hello world",
+    "What is the capital of France?",
+    "  leading spaces and trailing   ",
+    "multiple\n\nnewlines\r\n and \ttabs\t\t",
+    "numbers 1234567890 and 3.14159 and -42",
+    "I'm can't won't they'll we've you'd she's HE'S",
+    "naïve café Straße ÅÄÖ é (composed) é (decomposed)",
+    "日本語のテキストと中文字符 한국어",
+    "emoji 🙂🚀👍🏽 family 👨‍👩‍👧 flags 🇮🇹",
+    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    "<think>\n\n</think>\n\nanswer",
+    "code: fn main() { let x = vec![1, 2, 3]; }",
+    "a<|endoftext|>b<|im_end|>",
+    "    indented\n        more",
+    "",
+    " ",
+    "\n",
+    "unknown chars: \u0000\u0007 ÿ þ ß ∂ ∆ ∞",
+    "!!!???...,,,;;;",
+    "mixedCASEwordsAndNumbers123abc456",
+]
+
+
+def train_tokenizer():
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    tok.add_special_tokens(SPECIALS)
+    return tok
+
+
+def main():
+    tok = train_tokenizer()
+    vocab = tok.get_vocab()
+    n_vocab = len(vocab)
+    tokens = [None] * n_vocab
+    for t, i in vocab.items():
+        tokens[i] = t
+    assert all(t is not None for t in tokens)
+    merges = [" ".join(m) if isinstance(m, (list, tuple)) else m for m in json.loads(tok.to_str())["model"]["merges"]]
+    ids = {s: vocab[s] for s in SPECIALS}
+
+    with open(os.path.join(gold, "qwen3_tokenizer.json"), "w") as f:
+        json.dump({"generator": "tools/gen_qwen3_tiny.py", "cases": [
+            {"text": s, "ids": tok.encode(s, add_special_tokens=False).ids} for s in TRICKY
+        ]}, f, ensure_ascii=False, indent=0)
+        f.write("\n")
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0}, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=0.2,
+                      bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], attn_implementation="eager")
+    model = Qwen3ForCausalLM(cfg).eval()
+    with torch.no_grad():  # norms away from 1 so their weights matter
+        for n, p in model.named_parameters():
+            if "norm" in n:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+
+    path = os.path.join(assets, "qwen3-tiny-f32.gguf")
+    w = gguf.GGUFWriter(path, "qwen3")
+    w.add_name("fucina qwen3-tiny (random weights)")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(ids["<|im_end|>"])
+    w.add_pad_token_id(ids["<|endoftext|>"])
+    w.add_bos_token_id(ids["<|endoftext|>"])
+    w.add_add_bos_token(False)
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for src, dst in [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                         ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+                         ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
+                         ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
+                         ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]:
+            w.add_tensor(f"blk.{i}.{dst}.weight", sd[p + src + ".weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    prompts = ["What is the capital of France?", "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"]
+    cases = []
+    with torch.no_grad():
+        for text in prompts:
+            ids_in = tok.encode(text, add_special_tokens=False).ids
+            x = torch.tensor([ids_in])
+            out = model(x, use_cache=True)
+            prefill = out.logits[0].float().numpy()
+            past = out.past_key_values
+            nxt = int(prefill[-1].argmax())
+            steps, greedy = [], []
+            for _ in range(16):
+                greedy.append(nxt)
+                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                lg = out.logits[0, -1].float().numpy()
+                steps.append(lg)
+                nxt = int(lg.argmax())
+            cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
+                          "decode": np.stack(steps).tolist()})
+    with open(os.path.join(gold, "qwen3_logits.json"), "w") as f:
+        json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3-tiny-f32.gguf", "cases": cases}, f)
+        f.write("\n")
+    print(f"wrote {path} (vocab {n_vocab}) and the goldens")
+
+
+if __name__ == "__main__":
+    main()
