@@ -67,17 +67,15 @@ pub fn parse_target(name: &str) -> Result<(Target, u32)> {
     if name.eq_ignore_ascii_case("Q5_K_M") {
         return Ok((Target::Mix(GgmlType::Q5_K), 17));
     }
-    TARGETS
-        .iter()
-        .find(|(n, _, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, t, f)| (Target::Uniform(*t), *f))
-        .ok_or_else(|| {
+    TARGETS.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(name)).map(|(_, t, f)| (Target::Uniform(*t), *f)).ok_or_else(
+        || {
             let known: Vec<&str> = TARGETS.iter().map(|(n, _, _)| *n).collect();
             FucinaError::InvalidArgument {
                 op: "quantize",
                 msg: format!("unknown target `{name}` (supported: {}, Q4_K_M, Q5_K_M)", known.join(", ")),
             }
-        })
+        },
+    )
 }
 
 /// Whether tensor `ty`/`dims` is re-encoded: 2-D (or more) float or block-quantized weights
@@ -98,12 +96,9 @@ pub fn quantize_file(
     let src = GgufFile::open(input)?;
     let mut header = src.header().clone();
     let total = header.tensors.len();
-    let n_layer = header
-        .metadata
-        .iter()
-        .find(|(k, _)| k.ends_with(".block_count"))
-        .and_then(|(_, v)| v.as_u64())
-        .unwrap_or(0) as usize;
+    let n_layer =
+        header.metadata.iter().find(|(k, _)| k.ends_with(".block_count")).and_then(|(_, v)| v.as_u64()).unwrap_or(0)
+            as usize;
     let mut plan = Vec::with_capacity(total);
     for t in header.tensors.iter_mut() {
         let to = target.format_for(&t.name, n_layer);

@@ -14,7 +14,8 @@ fn tiny_qwen3_gguf_is_consistent_with_its_metadata_and_goldens() {
     let u = |k: &str| h.get(k).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("missing {k}")) as usize;
     assert_eq!(h.get("general.architecture").and_then(|v| v.as_str()), Some("qwen3"));
     let (n_layer, n_embd, n_ff) = (u("qwen3.block_count"), u("qwen3.embedding_length"), u("qwen3.feed_forward_length"));
-    let (n_head, n_kv, hd) = (u("qwen3.attention.head_count"), u("qwen3.attention.head_count_kv"), u("qwen3.attention.key_length"));
+    let (n_head, n_kv, hd) =
+        (u("qwen3.attention.head_count"), u("qwen3.attention.head_count_kv"), u("qwen3.attention.key_length"));
     let (_, emb) = f.tensor_f32("token_embd.weight").unwrap();
     let n_vocab = emb.len() / n_embd;
     for l in 0..n_layer {
@@ -36,7 +37,8 @@ fn tiny_qwen3_gguf_is_consistent_with_its_metadata_and_goldens() {
         }
     }
     let logits: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/goldens/qwen3_logits.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/goldens/qwen3_logits.json")).unwrap())
+            .unwrap();
     for c in logits["cases"].as_array().unwrap() {
         let ids = c["ids"].as_array().unwrap();
         assert!(ids.iter().all(|i| (i.as_u64().unwrap() as usize) < n_vocab));

@@ -289,8 +289,7 @@ mod avx2 {
                         let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                         if q5 {
                             let b0 = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32)), one);
-                            let b1 =
-                                _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
+                            let b1 = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
                             lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
                             hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
                         }

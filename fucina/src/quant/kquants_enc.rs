@@ -120,7 +120,11 @@ fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i32]) -> f32 {
         }
     }
     l_out.iter_mut().for_each(|l| *l += nmax);
-    if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
 }
 
 /// The settings of `make_qkx2_quants`' grid search over scale and minimum.
@@ -210,8 +214,7 @@ fn make_qkx2_quants(x: &[f32], weights: &[f32], p: &Qkx2, l_out: &mut [i32]) -> 
 fn pack_2bit(l: &[i32; QK_K], qs: &mut [u8]) {
     for j in (0..QK_K).step_by(128) {
         for i in 0..32 {
-            qs[j / 4 + i] =
-                (l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6)) as u8;
+            qs[j / 4 + i] = (l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6)) as u8;
         }
     }
 }
