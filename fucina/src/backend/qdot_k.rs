@@ -88,16 +88,31 @@ impl KFormat {
 }
 
 /// One weight super-block in integer form: `value[i] = d * scale[i/16] * q[i] - dmin * min[i/16]`.
-struct Unpacked {
-    q: [i32; QK_K],
-    scale: [i32; 16],
-    min: [i32; 16],
-    d: f32,
-    dmin: f32,
+pub struct Unpacked {
+    /// The 256 levels (signed, offsets already removed).
+    pub q: [i32; QK_K],
+    /// Per group of 16: the integer scale.
+    pub scale: [i32; 16],
+    /// Per group of 16: the integer minimum (zero for Q3_K and Q6_K).
+    pub min: [i32; 16],
+    /// The super-block scale.
+    pub d: f32,
+    /// The super-block scale of the minimums (zero for Q3_K and Q6_K).
+    pub dmin: f32,
+}
+
+impl Unpacked {
+    /// The decoded values, in the operand order gguf-py's dequantizers use (bit-identical).
+    pub fn values(&self, out: &mut [f32]) {
+        for (e, v) in out.iter_mut().enumerate().take(QK_K) {
+            let g = e / 16;
+            *v = self.d * self.scale[g] as f32 * self.q[e] as f32 - self.dmin * self.min[g] as f32;
+        }
+    }
 }
 
 /// The eight 6-bit scales and minimums of a Q4_K/Q5_K super-block (`sc` is its 12 bytes).
-fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
     let mut s = [0u8; 8];
     let mut m = [0u8; 8];
     for j in 0..4 {
@@ -110,7 +125,7 @@ fn scale_min_k4(sc: &[u8]) -> ([u8; 8], [u8; 8]) {
 }
 
 /// The sixteen signed 6-bit scales of a Q3_K super-block (`sc` is its 12 bytes).
-fn q3k_scales(sc: &[u8]) -> [i32; 16] {
+pub fn q3k_scales(sc: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (j, o) in out.iter_mut().enumerate() {
         let lo = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
@@ -120,7 +135,8 @@ fn q3k_scales(sc: &[u8]) -> [i32; 16] {
     out
 }
 
-fn unpack(f: KFormat, b: &[u8]) -> Unpacked {
+/// Unpacks one super-block of format `f` (`b` is its bytes).
+pub fn unpack(f: KFormat, b: &[u8]) -> Unpacked {
     let mut u = Unpacked { q: [0; QK_K], scale: [0; 16], min: [0; 16], d: 0.0, dmin: 0.0 };
     match f {
         KFormat::Q2K => {

@@ -7,6 +7,7 @@
 //! baseline is). The goldens in `fucina/tests/goldens/kquant/` hold that proof.
 
 pub(crate) use crate::backend::qdot_k::nearest_int;
+use crate::backend::qdot_k::{q3k_scales, scale_min_k4};
 use half::f16;
 
 const QK_K: usize = 256;
@@ -314,10 +315,9 @@ pub fn quantize_q3_k(x: &[f32]) -> Vec<u8> {
         };
         dbytes.copy_from_slice(&h(d));
         let d = fp16_round(d);
+        let stored = q3k_scales(sc);
         for j in 0..16 {
-            let lo = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
-            let s = (lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) as i32 - 32;
-            let dl = d * s as f32;
+            let dl = d * stored[j] as f32;
             if dl == 0.0 {
                 continue;
             }
@@ -381,13 +381,9 @@ fn q45_k_block(x: &[f32], p: &Qkx2, head: &mut [u8]) -> [i32; QK_K] {
     head[0..2].copy_from_slice(&h(d));
     head[2..4].copy_from_slice(&h(dmin));
     let (d, dmin) = (fp16_round(d), fp16_round(dmin));
-    let sc = &head[4..16];
+    let (s8, m8) = scale_min_k4(&head[4..16]);
     for j in 0..8 {
-        let (s, m) = if j < 4 {
-            (sc[j] & 63, sc[j + 4] & 63)
-        } else {
-            ((sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4), (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4))
-        };
+        let (s, m) = (s8[j], m8[j]);
         let dl = d * s as f32;
         if dl == 0.0 {
             continue;
