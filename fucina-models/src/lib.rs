@@ -1,5 +1,7 @@
-//! Models written in the fucina DSL: the README's MLP and the two-spirals classifier.
+//! Models written in the fucina DSL (the README MLP, the two-spirals classifier) and the
+//! language-model plumbing (`llm`: tokenizer).
 
+pub mod llm;
 pub mod mlp;
 pub mod quantize;
 pub mod spirals;
