@@ -280,20 +280,46 @@ pub fn quantize_q2_k(x: &[f32]) -> Vec<u8> {
     out
 }
 
+/// Runs `search` on each group of 16 (levels into `l`) and returns the 16 scales, the one of
+/// largest magnitude (with its sign) and that magnitude — the first step of Q3_K and Q6_K.
+fn signed_group_scales(
+    x: &[f32],
+    l: &mut [i32; QK_K],
+    search: impl Fn(&[f32], &mut [i32]) -> f32,
+) -> ([f32; 16], f32, f32) {
+    let mut scales = [0.0f32; 16];
+    let (mut max_scale, mut max_abs) = (0.0f32, 0.0f32);
+    for j in 0..16 {
+        scales[j] = search(&x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
+        if scales[j].abs() > max_abs {
+            max_abs = scales[j].abs();
+            max_scale = scales[j];
+        }
+    }
+    (scales, max_scale, max_abs)
+}
+
+/// Re-rounds every group of 16 against its stored (quantized) scale `d * stored[j]`: signed
+/// levels in `[-nmax, nmax)`, stored offset by `nmax`; groups whose scale is zero keep the
+/// levels of the search — Q3_K's and Q6_K's second pass.
+fn requantize_signed(x: &[f32], l: &mut [i32; QK_K], d: f32, stored: &[i32; 16], nmax: i32) {
+    for j in 0..16 {
+        let dl = d * stored[j] as f32;
+        if dl == 0.0 {
+            continue;
+        }
+        for ii in 0..16 {
+            l[16 * j + ii] = nearest_int(x[16 * j + ii] / dl).clamp(-nmax, nmax - 1) + nmax;
+        }
+    }
+}
+
 /// Encodes Q3_K (`hmask[32] qs[64] scales[12] d`, 110 bytes per 256 values).
 pub fn quantize_q3_k(x: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; x.len() / QK_K * 110];
     for (x, y) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(110)) {
         let mut l = [0i32; QK_K];
-        let mut scales = [0.0f32; 16];
-        let (mut max_scale, mut amax) = (0.0f32, 0.0f32);
-        for j in 0..16 {
-            scales[j] = make_q3_quants(&x[16 * j..16 * j + 16], 4, &mut l[16 * j..16 * j + 16]);
-            if scales[j].abs() > amax {
-                amax = scales[j].abs();
-                max_scale = scales[j];
-            }
-        }
+        let (scales, max_scale, _) = signed_group_scales(x, &mut l, |g, lg| make_q3_quants(g, 4, lg));
         let (hmask, rest) = y.split_at_mut(32);
         let (qs, rest) = rest.split_at_mut(64);
         let (sc, dbytes) = rest.split_at_mut(12);
@@ -315,16 +341,7 @@ pub fn quantize_q3_k(x: &[f32]) -> Vec<u8> {
         };
         dbytes.copy_from_slice(&h(d));
         let d = fp16_round(d);
-        let stored = q3k_scales(sc);
-        for j in 0..16 {
-            let dl = d * stored[j] as f32;
-            if dl == 0.0 {
-                continue;
-            }
-            for ii in 0..16 {
-                l[16 * j + ii] = nearest_int(x[16 * j + ii] / dl).clamp(-4, 3) + 4;
-            }
-        }
+        requantize_signed(x, &mut l, d, &q3k_scales(sc), 4);
         hmask.iter_mut().for_each(|b| *b = 0);
         for (j, lv) in l.iter_mut().enumerate() {
             if *lv > 3 {
@@ -445,15 +462,7 @@ pub fn quantize_q6_k(x: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; x.len() / QK_K * 210];
     for (x, y) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(210)) {
         let mut l = [0i32; QK_K];
-        let mut scales = [0.0f32; 16];
-        let (mut max_scale, mut max_abs) = (0.0f32, 0.0f32);
-        for ib in 0..16 {
-            scales[ib] = make_qx_quants(&x[16 * ib..16 * ib + 16], 32, &mut l[16 * ib..16 * ib + 16]);
-            if scales[ib].abs() > max_abs {
-                max_abs = scales[ib].abs();
-                max_scale = scales[ib];
-            }
-        }
+        let (scales, max_scale, max_abs) = signed_group_scales(x, &mut l, |g, lg| make_qx_quants(g, 32, lg));
         if max_abs < GROUP_MAX_EPS {
             continue; // the block stays all zero, d included
         }
@@ -466,15 +475,7 @@ pub fn quantize_q6_k(x: &[f32]) -> Vec<u8> {
         for ib in 0..16 {
             sc[ib] = nearest_int(iscale * scales[ib]).min(127) as i8 as u8;
         }
-        for j in 0..16 {
-            let dl = d * (sc[j] as i8) as f32;
-            if dl == 0.0 {
-                continue;
-            }
-            for ii in 0..16 {
-                l[16 * j + ii] = nearest_int(x[16 * j + ii] / dl).clamp(-32, 31) + 32;
-            }
-        }
+        requantize_signed(x, &mut l, d, &std::array::from_fn(|j| sc[j] as i8 as i32), 32);
         for h in 0..2 {
             let (j, ql, qh) = (128 * h, &mut ql[64 * h..64 * h + 64], &mut qh[32 * h..32 * h + 32]);
             for i in 0..32 {
