@@ -4,4 +4,5 @@
 pub mod llm;
 pub mod mlp;
 pub mod quantize;
+pub mod qwen3;
 pub mod spirals;

@@ -89,6 +89,9 @@ mod qmatmul {
     #[test]
     fn quantized_matmul_agrees_across_backends_and_with_dequantized_f32() {
         for ty in [
+            GgmlType::F32,
+            GgmlType::F16,
+            GgmlType::BF16,
             GgmlType::Q8_0,
             GgmlType::Q4_0,
             GgmlType::Q2_K,
@@ -129,6 +132,14 @@ mod qmatmul {
         assert!(QWeight::quantize(&w, GgmlType::Q4_1).is_err(), "Q4_1 has no kernel");
         let qw = QWeight::quantize(&w, GgmlType::Q8_0).unwrap();
         assert!(qw.forward(&Tensor::<axes![batch, i]>::zeros(&[1, 64]).unwrap()).is_err());
+        // Row lookup (embeddings) decodes exactly what dequantize gives, and checks ids.
+        let w = Tensor::<axes![o, i]>::from_vec(data(3, 4 * 32), &[4, 32]).unwrap();
+        let qw = QWeight::quantize(&w, GgmlType::Q8_0).unwrap();
+        let rows: Tensor<axes![batch, i]> = qw.lookup(&[2, 0]).unwrap();
+        let all = dequantize(GgmlType::Q8_0, qw.bytes(), 4 * 32).unwrap();
+        assert_eq!(rows.to_f32_vec()[..32], all[64..96]);
+        assert_eq!(rows.to_f32_vec()[32..], all[..32]);
+        assert!(qw.lookup::<batch>(&[4]).is_err());
     }
 }
 

@@ -4,6 +4,7 @@
 //! runtime feature detection, plus rayon). Both implement [`Kernels`]; the parity
 //! suite holds native to scalar. Kernels get validated sizes from the exec layer.
 
+pub mod fdot;
 pub mod native;
 pub mod qdot;
 pub mod qdot_k;

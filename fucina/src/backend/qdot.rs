@@ -142,7 +142,8 @@ mod avx2 {
     }
 }
 
-fn has_f16c() -> bool {
+/// Whether the CPU converts halves in hardware (F16C).
+pub(crate) fn has_f16c() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -1,13 +1,17 @@
-//! Quantized weights and their matrix products: `y = x W^T` with `W [out, in]` kept in a
-//! ggml block format and each activation row quantized on the fly: to Q8_0 for the 32-value
-//! formats (Q8_0, Q4_0), to Q8_K for the 256-value K-quants (Q2_K..Q6_K).
+//! Weights kept in their file's format and their matrix products: `y = x W^T` with
+//! `W [out, in]` stored as f32/f16/bf16 rows (dotted against f32 activations) or in a ggml
+//! block format, with each activation row quantized on the fly: to Q8_0 for the 32-value
+//! formats (Q8_0, Q4_0), to Q8_K for the 256-value K-quants (Q2_K..Q6_K). The bytes may be
+//! a memory-mapped file's ([`SharedBytes`]), so loading a model copies no weights.
 
 use super::{quantize, GgmlType};
+use crate::backend::fdot::{self, FloatRow};
 use crate::backend::qdot::{self, Q8_0_BYTES};
 use crate::backend::qdot_k::{self, KFormat, Q8_K_BYTES};
 use crate::backend::BackendKind;
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
+use crate::storage::SharedBytes;
 use crate::tensor::axes::Axis;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -16,23 +20,35 @@ use std::marker::PhantomData;
 /// From this many activation rows on, `forward` decodes the weight and runs the f32 GEMM.
 pub const GEMM_BATCH: usize = 16;
 
-/// A weight matrix `[O, I]` stored in a block format with an integer dot kernel
-/// (Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
+/// A weight matrix `[O, I]` stored in a format with a dot kernel: F32, F16, BF16, Q8_0,
+/// Q4_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K.
+#[derive(Clone)]
 pub struct QWeight<O: Axis, I: Axis> {
     ty: GgmlType,
     rows: usize,
     cols: usize,
-    data: Vec<u8>,
+    data: SharedBytes,
     _axes: PhantomData<fn() -> (O, I)>,
+}
+
+impl<O: Axis, I: Axis> std::fmt::Debug for QWeight<O, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QWeight<{}, {}>({:?}, {}x{})", O::NAME, I::NAME, self.ty, self.rows, self.cols)
+    }
 }
 
 impl<O: Axis, I: Axis> QWeight<O, I> {
     /// Wraps encoded rows (`rows` x `cols` values of `ty`, row-major).
     pub fn from_bytes(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Result<QWeight<O, I>> {
-        if !matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) && kformat(ty).is_none() {
+        QWeight::from_shared(ty, rows, cols, SharedBytes::from_vec(data))
+    }
+
+    /// Wraps encoded rows held elsewhere (e.g. a memory-mapped model file) without copying.
+    pub fn from_shared(ty: GgmlType, rows: usize, cols: usize, data: SharedBytes) -> Result<QWeight<O, I>> {
+        if float_row(ty).is_none() && !matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) && kformat(ty).is_none() {
             return Err(FucinaError::InvalidArgument {
                 op: "QWeight",
-                msg: format!("{ty:?} has no quantized kernel (Q8_0, Q4_0 and Q2_K..Q6_K do)"),
+                msg: format!("{ty:?} has no matmul kernel (F32, F16, BF16, Q8_0, Q4_0 and Q2_K..Q6_K do)"),
             });
         }
         let need = ty.bytes_for(cols)? * rows;
@@ -51,9 +67,61 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         QWeight::from_bytes(ty, rows, cols, quantize(ty, &w.to_f32_vec())?)
     }
 
-    /// The block format.
+    /// The storage format.
     pub fn ggml_type(&self) -> GgmlType {
         self.ty
+    }
+
+    /// Size of the `O` axis.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Size of the `I` axis.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The stored bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Row `r` decoded to f32.
+    pub fn row_f32(&self, r: usize) -> Result<Vec<f32>> {
+        if r >= self.rows {
+            return Err(FucinaError::OutOfRange { axis: O::NAME.to_string(), index: r, size: self.rows });
+        }
+        let rb = self.ty.bytes_for(self.cols)?;
+        super::dequantize(self.ty, &self.data[r * rb..(r + 1) * rb], self.cols)
+    }
+
+    /// Gathers rows by index (an embedding lookup): `ids [X]` gives `[X, I]`; an id out of
+    /// range is an error naming the `O` axis.
+    pub fn lookup<X: Axis>(&self, ids: &[u32]) -> Result<Tensor<(X, I)>> {
+        let mut out = Vec::with_capacity(ids.len() * self.cols);
+        for &id in ids {
+            out.extend(self.row_f32(id as usize)?);
+        }
+        Tensor::from_vec(out, &[ids.len(), self.cols])
+    }
+
+    /// The whole matrix decoded to f32.
+    pub fn to_tensor(&self) -> Result<Tensor<(O, I)>> {
+        let ctx = ExecContext::current();
+        let k = self.cols;
+        let row_bytes = self.ty.bytes_for(k)?;
+        let mut wv = vec![0.0f32; self.rows * self.cols];
+        let decode = |(r, out): (usize, &mut [f32])| -> Result<()> {
+            out.copy_from_slice(&super::dequantize(self.ty, &self.data[r * row_bytes..(r + 1) * row_bytes], k)?);
+            Ok(())
+        };
+        if ctx.backend() == BackendKind::Native {
+            ctx.install(|| wv.par_chunks_mut(k.max(1)).enumerate().try_for_each(decode))?;
+        } else {
+            wv.chunks_mut(k.max(1)).enumerate().try_for_each(decode)?;
+        }
+        Tensor::from_vec(wv, &[self.rows, self.cols])
     }
 
     /// `x W^T`: contracts the `I` axis of `x [B, I]` with the weight, giving `[B, O]`.
@@ -66,23 +134,24 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         if m >= GEMM_BATCH {
             // Many rows: decode the weight once and use the f32 GEMM, which beats one integer
             // dot product per (row, weight row) pair from this size on.
-            let row_bytes = self.ty.bytes_for(k)?;
-            let mut wv = vec![0.0f32; self.rows * self.cols];
-            let decode = |(r, out): (usize, &mut [f32])| -> Result<()> {
-                out.copy_from_slice(&super::dequantize(self.ty, &self.data[r * row_bytes..(r + 1) * row_bytes], k)?);
-                Ok(())
-            };
-            if ctx.backend() == BackendKind::Native {
-                ctx.install(|| wv.par_chunks_mut(k).enumerate().try_for_each(decode))?;
-            } else {
-                wv.chunks_mut(k).enumerate().try_for_each(decode)?;
-            }
-            let wf = Tensor::<(O, I)>::from_vec(wv, &[self.rows, self.cols])?;
+            let wf = self.to_tensor()?;
             let xr = x.detach();
             let y = crate::ops::contract_positional(&ctx, xr.raw(), wf.raw())?;
             return Tensor::from_raw(y);
         }
         let xv = x.to_f32_vec();
+        let row_bytes = self.ty.bytes_for(k)?;
+        let native = ctx.backend() == BackendKind::Native;
+        if let Some(fmt) = float_row(self.ty) {
+            let dot = |w: &[u8], a: &[f32]| {
+                if native {
+                    fdot::dot_float(fmt, w, a)
+                } else {
+                    fdot::dot_float_scalar(fmt, w, a)
+                }
+            };
+            return self.rows_times(&ctx, m, k, &xv, k, row_bytes, native, |w, a| dot(w, a));
+        }
         let kf = kformat(self.ty);
         // Activation rows in Q8_K for the K-quants, Q8_0 otherwise.
         let a_row = if kf.is_some() { k / 256 * Q8_K_BYTES } else { k / 32 * Q8_0_BYTES };
@@ -93,8 +162,6 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 None => qdot::quantize_row_q8_0(row, q),
             }
         }
-        let row_bytes = self.ty.bytes_for(k)?;
-        let native = ctx.backend() == BackendKind::Native;
         let dot = |w: &[u8], a: &[u8]| -> f32 {
             match (self.ty, kf, native) {
                 (_, Some(f), true) => qdot_k::dot_k_q8_k(f, w, a),
@@ -105,21 +172,39 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 (_, _, false) => qdot::dot_q4_0_q8_0_scalar(w, a),
             }
         };
-        // Weight rows are the outer loop (each streams from memory once, then stays in L1
-        // while it meets every activation row); chunks of weight rows go to the pool.
+        self.rows_times(&ctx, m, k, &qa, a_row, row_bytes, native, dot)
+    }
+
+    /// `out[i, j] = dot(weight row j, activation row i)` for `m` activation rows of `a_row`
+    /// elements each. Weight rows are the outer loop (each streams from memory once, then
+    /// stays in L1 while it meets every activation row); chunks of weight rows go to the pool.
+    #[allow(clippy::too_many_arguments)]
+    fn rows_times<T: Sync, B: Axis>(
+        &self,
+        ctx: &ExecContext,
+        m: usize,
+        k: usize,
+        acts: &[T],
+        a_row: usize,
+        row_bytes: usize,
+        native: bool,
+        dot: impl Fn(&[u8], &[T]) -> f32 + Sync,
+    ) -> Result<Tensor<(B, O)>> {
         let n = self.rows;
         let mut out_t = vec![0.0f32; n * m];
-        let data = &self.data;
-        let qa = &qa;
+        let data: &[u8] = &self.data;
         let fill = |(c, chunk): (usize, &mut [f32])| {
             for (jj, col) in chunk.chunks_mut(m).enumerate() {
                 let j = c * 16 + jj;
                 let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
                 for (i, o) in col.iter_mut().enumerate() {
-                    *o = dot(wrow, &qa[i * a_row..(i + 1) * a_row]);
+                    *o = dot(wrow, &acts[i * a_row..(i + 1) * a_row]);
                 }
             }
         };
+        if m == 0 || n == 0 {
+            return Tensor::from_vec(Vec::<f32>::new(), &[m, n]);
+        }
         if native && m * n * k >= 1 << 18 {
             ctx.install(|| out_t.par_chunks_mut(16 * m).enumerate().for_each(fill));
         } else {
@@ -133,6 +218,16 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         }
         Tensor::from_vec(out, &[m, n])
     }
+}
+
+/// The float row format of a ggml type, if it is one.
+fn float_row(ty: GgmlType) -> Option<FloatRow> {
+    Some(match ty {
+        GgmlType::F32 => FloatRow::F32,
+        GgmlType::F16 => FloatRow::F16,
+        GgmlType::BF16 => FloatRow::BF16,
+        _ => return None,
+    })
 }
 
 /// The K-quant kernel format of a ggml type, if it is one.

@@ -1,7 +1,9 @@
 //! Refcounted element buffers, returned to a [`BufferPool`] when dropped.
 
+mod bytes;
 mod pool;
 
+pub use bytes::SharedBytes;
 pub use pool::{BufferPool, PoolStats};
 
 use crate::dtype::{DType, Element};
@@ -138,6 +140,12 @@ impl Storage {
     /// The buffer.
     pub fn buffer(&self) -> &Buffer {
         &self.buf
+    }
+
+    /// The buffer, mutably: reachable only through a uniquely held storage
+    /// (`Arc::get_mut`), so no tensor can observe the writes.
+    pub fn buffer_mut(&mut self) -> &mut Buffer {
+        &mut self.buf
     }
 
     /// The dtype of the elements.

@@ -14,7 +14,9 @@ pub use writer::{assign_offsets, write_gguf, write_gguf_to};
 
 use crate::error::{FucinaError, Result};
 use crate::quant::GgmlType;
+use crate::storage::SharedBytes;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The GGUF magic, "GGUF" little endian.
 pub const MAGIC: u32 = 0x4655_4747;
@@ -159,7 +161,7 @@ impl GgufHeader {
 
 /// A memory-mapped GGUF file.
 pub struct GgufFile {
-    map: memmap2::Mmap,
+    map: Arc<memmap2::Mmap>,
     header: GgufHeader,
 }
 
@@ -173,7 +175,7 @@ impl GgufFile {
         // process truncating the file while it is mapped is outside what any reader can guard.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         let header = parse(&map)?;
-        Ok(GgufFile { map, header })
+        Ok(GgufFile { map: Arc::new(map), header })
     }
 
     /// The header.
@@ -195,6 +197,19 @@ impl GgufFile {
     pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
         let t = self.tensor_info(name)?;
         tensor_bytes(&self.map, &self.header, t)
+    }
+
+    /// The bytes of tensor `name` as a shared handle on the map (no copy; the map lives as
+    /// long as any handle does).
+    pub fn tensor_shared(&self, name: &str) -> Result<SharedBytes> {
+        let t = self.tensor_info(name)?;
+        let data = tensor_bytes(&self.map, &self.header, t)?;
+        let start = data.as_ptr() as usize - self.map.as_ptr() as usize;
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.map.clone();
+        SharedBytes::from_owner(owner, start, data.len()).ok_or_else(|| FucinaError::Format {
+            format: "gguf",
+            msg: format!("tensor `{name}` lies outside the file"),
+        })
     }
 
     /// Tensor `name` dequantized to f32, in row-major shape.

@@ -1,0 +1,99 @@
+//! Typed access to a GGUF model's tensors: shapes checked against what the architecture
+//! expects, errors that name the tensor, weights left in the file's pages.
+
+use fucina::formats::gguf::GgufFile;
+use fucina::prelude::*;
+use fucina::quant::QWeight;
+use fucina::tensor::axes::{Axes, Axis};
+
+/// A GGUF file opened for one architecture (`general.architecture`), whose metadata keys
+/// are read under that prefix.
+pub struct ModelFile {
+    /// The mapped file.
+    pub gguf: GgufFile,
+    /// The architecture name, e.g. `qwen3`.
+    pub arch: String,
+}
+
+impl ModelFile {
+    /// Opens `path` and checks that its architecture is one of `accepted`.
+    pub fn open(path: impl AsRef<std::path::Path>, accepted: &[&str]) -> Result<ModelFile> {
+        let gguf = GgufFile::open(path)?;
+        let arch = gguf
+            .header()
+            .get("general.architecture")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| FucinaError::Format { format: "gguf", msg: "no general.architecture".into() })?
+            .to_string();
+        if !accepted.contains(&arch.as_str()) {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("architecture `{arch}` is not supported here (expected one of {accepted:?})"),
+            });
+        }
+        Ok(ModelFile { gguf, arch })
+    }
+
+    /// Integer metadata `<arch>.<key>`, required.
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        self.opt_usize(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// Integer metadata `<arch>.<key>`, if present.
+    pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        let full = format!("{}.{key}", self.arch);
+        match self.gguf.header().get(&full) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(|x| Some(x as usize))
+                .ok_or_else(|| FucinaError::Format { format: "gguf", msg: format!("`{full}` is not an integer") }),
+        }
+    }
+
+    /// Float metadata `<arch>.<key>`, or `default` when absent.
+    pub fn f32_or(&self, key: &str, default: f32) -> Result<f32> {
+        let full = format!("{}.{key}", self.arch);
+        match self.gguf.header().get(&full) {
+            None => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .map(|x| x as f32)
+                .ok_or_else(|| FucinaError::Format { format: "gguf", msg: format!("`{full}` is not a number") }),
+        }
+    }
+
+    fn missing(&self, key: &str) -> FucinaError {
+        FucinaError::Format { format: "gguf", msg: format!("missing metadata `{}.{key}`", self.arch) }
+    }
+
+    /// Whether tensor `name` exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.gguf.tensor_info(name).is_ok()
+    }
+
+    /// The `[rows, cols]` matrix `name` (GGUF lists it as `[cols, rows]`), kept in its format.
+    pub fn matrix<O: Axis, I: Axis>(&self, name: &str, rows: usize, cols: usize) -> Result<QWeight<O, I>> {
+        let t = self.gguf.tensor_info(name)?;
+        if t.shape() != [rows, cols] {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("tensor `{name}` has shape {:?}, the config needs [{rows}, {cols}]", t.shape()),
+            });
+        }
+        QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
+            .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })
+    }
+
+    /// Tensor `name` decoded to f32 under axes `A`, with its shape checked.
+    pub fn dense<A: Axes>(&self, name: &str, shape: &[usize]) -> Result<Tensor<A>> {
+        let (have, data) = self.gguf.tensor_f32(name)?;
+        if have != shape {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("tensor `{name}` has shape {have:?}, the config needs {shape:?}"),
+            });
+        }
+        Tensor::from_vec(data, shape)
+    }
+}

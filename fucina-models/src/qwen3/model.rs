@@ -1,0 +1,230 @@
+//! The Qwen3 dense transformer in the named-axes DSL: RMSNorm, grouped-query attention with
+//! per-head q/k RMSNorm and NeoX RoPE, a SwiGLU MLP, tied or untied output. Matrices stay in
+//! the GGUF's format ([`QWeight`]: f32/f16/bf16 or a quantized block format) and run through
+//! its kernels; norms are f32 tensors.
+
+use super::config::Qwen3Config;
+use crate::llm::kv_cache::KvCache;
+use crate::llm::rope::{apply_rope, Rope};
+use crate::llm::weights::ModelFile;
+use fucina::prelude::*;
+use fucina::quant::QWeight;
+
+axis!(pub q_flat, pub kv_flat);
+
+/// Attention projections and the per-head norms of one block.
+#[derive(Module)]
+pub struct Attention {
+    /// `[q_flat, hidden]` query projection (`q_flat` = heads × head_dim).
+    #[module(skip)]
+    pub q: QWeight<q_flat, hidden>,
+    /// `[kv_flat, hidden]` key projection.
+    #[module(skip)]
+    pub k: QWeight<kv_flat, hidden>,
+    /// `[kv_flat, hidden]` value projection.
+    #[module(skip)]
+    pub v: QWeight<kv_flat, hidden>,
+    /// `[hidden, q_flat]` output projection.
+    #[module(skip)]
+    pub o: QWeight<hidden, q_flat>,
+    /// RMSNorm weight applied to each query head.
+    pub q_norm: Tensor<axes![head_dim]>,
+    /// RMSNorm weight applied to each key head.
+    pub k_norm: Tensor<axes![head_dim]>,
+}
+
+/// The SwiGLU feed-forward of one block: `down(silu(gate x) * up x)`.
+#[derive(Module)]
+pub struct Mlp {
+    /// `[ffn, hidden]` gate projection.
+    #[module(skip)]
+    pub gate: QWeight<ffn, hidden>,
+    /// `[ffn, hidden]` up projection.
+    #[module(skip)]
+    pub up: QWeight<ffn, hidden>,
+    /// `[hidden, ffn]` down projection.
+    #[module(skip)]
+    pub down: QWeight<hidden, ffn>,
+}
+
+/// One pre-norm transformer block.
+#[derive(Module)]
+pub struct Block {
+    /// RMSNorm before attention.
+    pub attn_norm: Tensor<axes![hidden]>,
+    /// Self-attention.
+    pub attn: Attention,
+    /// RMSNorm before the MLP.
+    pub ffn_norm: Tensor<axes![hidden]>,
+    /// Feed-forward.
+    pub mlp: Mlp,
+}
+
+/// A Qwen3 dense model. The `Module` parameters are the f32 norm weights; the matrices are
+/// frozen data in the file's format (see [`Qwen3::matrices`]).
+#[derive(Module)]
+pub struct Qwen3 {
+    /// Hyper-parameters.
+    #[module(skip)]
+    pub config: Qwen3Config,
+    /// `[vocab, hidden]` token embedding.
+    #[module(skip)]
+    pub embed: QWeight<vocab, hidden>,
+    /// The blocks, first to last.
+    pub blocks: Vec<Block>,
+    /// Final RMSNorm.
+    pub norm: Tensor<axes![hidden]>,
+    /// `[vocab, hidden]` output projection, `None` when tied to the embedding.
+    #[module(skip)]
+    pub output: Option<QWeight<vocab, hidden>>,
+    #[module(skip)]
+    rope: Rope,
+}
+
+impl Qwen3 {
+    /// Loads a `qwen3` GGUF (llama.cpp's tensor names), leaving the matrices in the map.
+    pub fn load(f: &ModelFile) -> Result<Qwen3> {
+        let c = Qwen3Config::from_file(f)?;
+        let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let blocks = (0..c.layers)
+            .map(|l| -> Result<Block> {
+                let n = |s: &str| format!("blk.{l}.{s}.weight");
+                Ok(Block {
+                    attn_norm: f.dense(&n("attn_norm"), &[h])?,
+                    attn: Attention {
+                        q: f.matrix(&n("attn_q"), qd, h)?,
+                        k: f.matrix(&n("attn_k"), kvd, h)?,
+                        v: f.matrix(&n("attn_v"), kvd, h)?,
+                        o: f.matrix(&n("attn_output"), h, qd)?,
+                        q_norm: f.dense(&n("attn_q_norm"), &[c.head_dim])?,
+                        k_norm: f.dense(&n("attn_k_norm"), &[c.head_dim])?,
+                    },
+                    ffn_norm: f.dense(&n("ffn_norm"), &[h])?,
+                    mlp: Mlp {
+                        gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
+                        up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                        down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let output = if f.has("output.weight") { Some(f.matrix("output.weight", c.vocab, h)?) } else { None };
+        Ok(Qwen3 {
+            embed: f.matrix("token_embd.weight", c.vocab, h)?,
+            blocks,
+            norm: f.dense("output_norm.weight", &[h])?,
+            output,
+            rope: Rope::new(c.head_dim, c.rope_theta)?,
+            config: c,
+        })
+    }
+
+    /// A KV cache for this model holding `capacity` positions (at most the context length).
+    pub fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+        let c = &self.config;
+        if capacity > c.context_length {
+            return Err(FucinaError::InvalidArgument {
+                op: "Qwen3::new_cache",
+                msg: format!("{capacity} positions exceed the model's context length of {}", c.context_length),
+            });
+        }
+        KvCache::new(c.layers, c.kv_heads, c.head_dim, c.head_dim, capacity, dtype)
+    }
+
+    /// Every matrix with its GGUF-style name, for inspection and reporting.
+    pub fn matrices(&self) -> Vec<(String, fucina::quant::GgmlType, usize, usize)> {
+        let mut v = vec![("token_embd".to_string(), self.embed.ggml_type(), self.embed.rows(), self.embed.cols())];
+        for (l, b) in self.blocks.iter().enumerate() {
+            let a = &b.attn;
+            for (n, t, r, c) in [
+                ("attn_q", a.q.ggml_type(), a.q.rows(), a.q.cols()),
+                ("attn_k", a.k.ggml_type(), a.k.rows(), a.k.cols()),
+                ("attn_v", a.v.ggml_type(), a.v.rows(), a.v.cols()),
+                ("attn_output", a.o.ggml_type(), a.o.rows(), a.o.cols()),
+                ("ffn_gate", b.mlp.gate.ggml_type(), b.mlp.gate.rows(), b.mlp.gate.cols()),
+                ("ffn_up", b.mlp.up.ggml_type(), b.mlp.up.rows(), b.mlp.up.cols()),
+                ("ffn_down", b.mlp.down.ggml_type(), b.mlp.down.rows(), b.mlp.down.cols()),
+            ] {
+                v.push((format!("blk.{l}.{n}"), t, r, c));
+            }
+        }
+        if let Some(o) = &self.output {
+            v.push(("output".into(), o.ggml_type(), o.rows(), o.cols()));
+        }
+        v
+    }
+
+    /// Runs `tokens` through the model after the positions already in `cache`, appends
+    /// their keys and values, and returns the logits `[seq, vocab]`: of every position when
+    /// `all_logits`, else of the last one only.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
+        let c = &self.config;
+        if tokens.is_empty() {
+            return Err(FucinaError::InvalidArgument { op: "Qwen3::forward", msg: "no tokens".into() });
+        }
+        cache.check_room(tokens.len())?;
+        let start = cache.len();
+        let (cos, sin) = self.rope.tables(start, tokens.len(), 1.0)?;
+        let mask = causal_mask(start, tokens.len())?;
+        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
+        for (l, b) in self.blocks.iter().enumerate() {
+            let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
+            let a = self.attention(l, &b.attn, &h, &cos, &sin, &mask, cache)?;
+            x = x.add(&a)?;
+            let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
+            let m = b.mlp.forward(&h)?;
+            x = x.add(&m)?;
+        }
+        cache.advance(tokens.len())?;
+        if !all_logits {
+            x = x.narrow::<seq>(tokens.len() - 1, 1)?.contiguous()?;
+        }
+        let x = x.rms_norm::<hidden>(Some(&self.norm), c.rms_eps)?;
+        self.output.as_ref().unwrap_or(&self.embed).forward(&x)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: usize,
+        a: &Attention,
+        x: &Tensor<axes![seq, hidden]>,
+        cos: &Tensor<axes![seq, head_dim]>,
+        sin: &Tensor<axes![seq, head_dim]>,
+        mask: &Tensor<axes![seq, kv_seq]>,
+        cache: &mut KvCache,
+    ) -> Result<Tensor<axes![seq, hidden]>> {
+        let c = &self.config;
+        let (s, nkv, hd) = (x.size::<seq>(), c.kv_heads, c.head_dim);
+        let g = c.heads / nkv;
+        // Query head `kv * g + j` attends with kv head `kv`: split `heads` into (kv_head, group).
+        let q: Tensor<axes![seq, kv_head, group, head_dim]> = a.q.forward(x)?.reshape(&[s, nkv, g, hd])?;
+        let k: Tensor<axes![seq, kv_head, head_dim]> = a.k.forward(x)?.reshape(&[s, nkv, hd])?;
+        let v: Tensor<axes![seq, kv_head, head_dim]> = a.v.forward(x)?.reshape(&[s, nkv, hd])?;
+        let q = apply_rope(&q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?, cos, sin)?;
+        let k = apply_rope(&k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?, cos, sin)?;
+        cache.write(layer, &k.permute()?, &v.permute()?)?;
+        let (keys, values) = (cache.keys(layer, s)?, cache.values(layer, s)?);
+        let scores: Tensor<axes![seq, kv_head, group, kv_seq]> = einsum!(q, keys; head_dim ->)?;
+        let p = scores.scale(1.0 / (hd as f32).sqrt())?.masked_fill(mask, f32::NEG_INFINITY)?.softmax::<kv_seq>()?;
+        let o: Tensor<axes![seq, kv_head, group, head_dim]> = einsum!(p, values; kv_seq ->)?;
+        let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
+        a.o.forward(&o)
+    }
+}
+
+impl Mlp {
+    /// `down(silu(gate x) * up x)`.
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
+        let gate = self.gate.forward(x)?.silu()?;
+        let up = self.up.forward(x)?;
+        self.down.forward(&gate.mul(&up)?)
+    }
+}
+
+/// `1` where query `i` (at absolute position `start + i`) must not see key `j`, i.e. `j > start + i`.
+pub fn causal_mask(start: usize, len: usize) -> Result<Tensor<axes![seq, kv_seq]>> {
+    let total = start + len;
+    let m = (0..len).flat_map(|i| (0..total).map(move |j| if j > start + i { 1.0f32 } else { 0.0 })).collect();
+    Tensor::from_vec(m, &[len, total])
+}
