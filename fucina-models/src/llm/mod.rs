@@ -1,11 +1,17 @@
 //! Pieces shared by the language models (Qwen3, DeepSeek): GGUF weight access, the
-//! tokenizer, rotary embeddings, the KV cache.
+//! tokenizer, chat template, rotary embeddings, the KV cache, sampling and the generation loop.
 
+pub mod chat;
+pub mod generate;
 pub mod kv_cache;
 pub mod rope;
+pub mod sampling;
 pub mod tokenizer;
 pub mod weights;
 
+pub use chat::{render_chat, Message, Role};
+pub use generate::{generate, CausalLm, GenerateOptions, GenerationStats, StopReason};
 pub use kv_cache::KvCache;
+pub use sampling::{Sampler, SamplingParams};
 pub use tokenizer::Tokenizer;
 pub use weights::ModelFile;

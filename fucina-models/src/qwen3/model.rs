@@ -228,3 +228,21 @@ pub fn causal_mask(start: usize, len: usize) -> Result<Tensor<axes![seq, kv_seq]
     let m = (0..len).flat_map(|i| (0..total).map(move |j| if j > start + i { 1.0f32 } else { 0.0 })).collect();
     Tensor::from_vec(m, &[len, total])
 }
+
+impl crate::llm::generate::CausalLm for Qwen3 {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab
+    }
+
+    fn context_length(&self) -> usize {
+        self.config.context_length
+    }
+
+    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+        Qwen3::new_cache(self, capacity, dtype)
+    }
+
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
+        Qwen3::forward(self, tokens, cache, all_logits)
+    }
+}

@@ -1,0 +1,179 @@
+//! The generation loop shared by the language models: prefill the prompt in one batch,
+//! then decode one token at a time, sampling, streaming text out as whole UTF-8 characters,
+//! and stopping on an end token or the token budget.
+
+use super::kv_cache::KvCache;
+use super::sampling::Sampler;
+use super::tokenizer::Tokenizer;
+use fucina::prelude::*;
+use std::time::Instant;
+
+/// A decoder-only language model with a KV cache.
+pub trait CausalLm {
+    /// Vocabulary size (length of a logits row).
+    fn vocab_size(&self) -> usize;
+    /// The longest context the model takes.
+    fn context_length(&self) -> usize;
+    /// A cache for `capacity` positions.
+    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache>;
+    /// Logits `[seq, vocab]` for `tokens` after the cache's positions (only the last row
+    /// unless `all_logits`), appending to the cache.
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>>;
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced an end token.
+    EndToken,
+    /// `max_tokens` were generated.
+    Length,
+    /// The cache (context) is full.
+    ContextFull,
+    /// The callback asked to stop.
+    Cancelled,
+}
+
+/// Timings and counts of one generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationStats {
+    /// Prompt tokens processed.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Seconds spent on the prompt.
+    pub prefill_seconds: f64,
+    /// Seconds spent generating after the first token.
+    pub decode_seconds: f64,
+    /// Why it stopped.
+    pub stop: StopReason,
+}
+
+impl GenerationStats {
+    /// Prompt tokens per second.
+    pub fn prefill_tok_s(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill_seconds.max(1e-9)
+    }
+
+    /// Generated tokens per second (the first token comes with the prefill).
+    pub fn decode_tok_s(&self) -> f64 {
+        self.generated_tokens.saturating_sub(1) as f64 / self.decode_seconds.max(1e-9)
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// The most tokens to generate.
+    pub max_tokens: usize,
+    /// Tokens that end the answer (not emitted).
+    pub stop_tokens: Vec<u32>,
+}
+
+/// Accumulates token bytes and releases only complete UTF-8 text.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Adds bytes and returns the text that is now complete.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            // An invalid sequence (not just a cut one): replace it and move on.
+            Err(_) => {
+                let s = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                return s;
+            }
+        };
+        let rest = self.pending.split_off(valid);
+        let done = std::mem::replace(&mut self.pending, rest);
+        // `valid` bytes were checked to be UTF-8 above.
+        String::from_utf8(done).unwrap_or_default()
+    }
+
+    /// Whatever is left, lossily.
+    pub fn finish(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        s
+    }
+}
+
+/// Generates after `prompt` (token ids) into `cache`, which may already hold earlier turns
+/// (the prompt then continues them). `on_text` gets each piece of complete text and returns
+/// `false` to stop. Returns the generated ids (without the stop token) and the stats.
+pub fn generate(
+    model: &dyn CausalLm,
+    tokenizer: &Tokenizer,
+    cache: &mut KvCache,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    opts: &GenerateOptions,
+    on_text: &mut dyn FnMut(&str) -> bool,
+) -> Result<(Vec<u32>, GenerationStats)> {
+    if prompt.is_empty() {
+        return Err(FucinaError::InvalidArgument { op: "generate", msg: "the prompt has no tokens".into() });
+    }
+    cache.check_room(prompt.len())?;
+    let t0 = Instant::now();
+    let logits = model.forward(prompt, cache, false)?.to_f32_vec();
+    let mut history: Vec<u32> = prompt.to_vec();
+    let mut next = sampler.sample(&logits, &history);
+    let prefill_seconds = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut out = Vec::new();
+    let mut text = Utf8Stream::default();
+    let stop = loop {
+        if opts.stop_tokens.contains(&next) {
+            break StopReason::EndToken;
+        }
+        out.push(next);
+        history.push(next);
+        let piece = text.push(&tokenizer.decode_bytes(&[next])?);
+        if !piece.is_empty() && !on_text(&piece) {
+            break StopReason::Cancelled;
+        }
+        if out.len() >= opts.max_tokens {
+            break StopReason::Length;
+        }
+        if cache.len() >= cache.capacity() {
+            break StopReason::ContextFull;
+        }
+        let logits = model.forward(&[next], cache, false)?.to_f32_vec();
+        next = sampler.sample(&logits, &history);
+    };
+    let rest = text.finish();
+    if !rest.is_empty() {
+        on_text(&rest);
+    }
+    let stats = GenerationStats {
+        prompt_tokens: prompt.len(),
+        generated_tokens: out.len(),
+        prefill_seconds,
+        decode_seconds: t1.elapsed().as_secs_f64(),
+        stop,
+    };
+    Ok((out, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_stream_holds_cut_characters() {
+        let mut s = Utf8Stream::default();
+        let e = "é😀".as_bytes();
+        assert_eq!(s.push(&e[..1]), "");
+        assert_eq!(s.push(&e[1..3]), "é");
+        assert_eq!(s.push(&e[3..]), "😀");
+        assert_eq!(s.push(&[0xff, b'a']), "\u{fffd}a");
+        assert_eq!(s.push(&e[..1]), "");
+        assert_eq!(s.finish(), "\u{fffd}");
+    }
+}

@@ -1,0 +1,201 @@
+//! Next-token sampling: repetition penalty, temperature, top-k, top-p, min-p, then a draw
+//! from a counter-based RNG (Philox), so a seed fixes the whole run.
+
+use fucina::rng::{u32_to_open01, Philox};
+
+/// Sampling settings; `temperature == 0` is greedy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// Softmax temperature; 0 picks the most likely token.
+    pub temperature: f32,
+    /// Keep only the `k` most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches `p` (1: all).
+    pub top_p: f32,
+    /// Drop tokens less likely than `min_p` times the most likely one (0: none).
+    pub min_p: f32,
+    /// Divide positive logits (multiply negative ones) of tokens already seen by this (1: off).
+    pub repetition_penalty: f32,
+    /// How many recent tokens the repetition penalty looks at.
+    pub repeat_last_n: usize,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Checks the ranges, with an error naming the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!("temperature must be >= 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(format!("min_p must be in [0, 1], got {}", self.min_p));
+        }
+        if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
+            return Err(format!("repetition_penalty must be > 0, got {}", self.repetition_penalty));
+        }
+        Ok(())
+    }
+}
+
+/// A sampler: the settings plus the RNG position (one Philox block per draw).
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    params: SamplingParams,
+    rng: Philox,
+    draws: u64,
+}
+
+impl Sampler {
+    /// A sampler at the start of its random stream.
+    pub fn new(params: SamplingParams) -> Sampler {
+        Sampler { rng: Philox::new(params.seed), params, draws: 0 }
+    }
+
+    /// The settings.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Picks the next token from `logits` given the tokens so far (for the repetition penalty).
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let p = &self.params;
+        let mut l = logits.to_vec();
+        if p.repetition_penalty != 1.0 {
+            let mut seen = vec![false; l.len()];
+            for &t in history.iter().rev().take(p.repeat_last_n) {
+                if let Some(s) = seen.get_mut(t as usize) {
+                    if !*s {
+                        *s = true;
+                        let x = &mut l[t as usize];
+                        *x = if *x > 0.0 { *x / p.repetition_penalty } else { *x * p.repetition_penalty };
+                    }
+                }
+            }
+        }
+        if p.temperature == 0.0 {
+            return argmax(&l);
+        }
+        // Candidates sorted by logit, most likely first (ties: lower id first).
+        let mut idx: Vec<u32> = (0..l.len() as u32).collect();
+        idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
+        if p.top_k > 0 {
+            idx.truncate(p.top_k);
+        }
+        let top = l[idx[0] as usize];
+        let mut probs: Vec<f32> = idx.iter().map(|&i| ((l[i as usize] - top) / p.temperature).exp()).collect();
+        let total: f32 = probs.iter().sum();
+        probs.iter_mut().for_each(|x| *x /= total);
+        // min-p: relative to the best token.
+        let keep_min = probs.iter().take_while(|&&x| x >= p.min_p * probs[0]).count().max(1);
+        // top-p: the shortest prefix whose mass reaches p.
+        let mut acc = 0.0;
+        let mut keep_p = probs.len();
+        for (i, x) in probs.iter().enumerate() {
+            acc += x;
+            if acc >= p.top_p {
+                keep_p = i + 1;
+                break;
+            }
+        }
+        let keep = keep_min.min(keep_p).max(1);
+        let mass: f32 = probs[..keep].iter().sum();
+        let [r, ..] = self.rng.at(0, self.draws);
+        self.draws += 1;
+        let u = u32_to_open01(r) * mass;
+        let mut acc = 0.0;
+        for (i, x) in probs[..keep].iter().enumerate() {
+            acc += x;
+            if u < acc {
+                return idx[i];
+            }
+        }
+        idx[keep - 1]
+    }
+}
+
+/// Index of the largest value (the first one on ties).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(params: SamplingParams, logits: &[f32], n: usize) -> Vec<usize> {
+        let mut s = Sampler::new(params);
+        let mut c = vec![0; logits.len()];
+        for _ in 0..n {
+            c[s.sample(logits, &[]) as usize] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn greedy_and_filters() {
+        let logits = [1.0f32, 3.0, 2.0, 0.5];
+        assert_eq!(Sampler::new(SamplingParams::default()).sample(&logits, &[]), 1);
+        // The repetition penalty can move the choice off a seen token.
+        let rp = SamplingParams { repetition_penalty: 2.0, ..Default::default() };
+        assert_eq!(Sampler::new(rp).sample(&logits, &[1]), 2);
+        let t = SamplingParams { temperature: 1.0, seed: 7, ..Default::default() };
+        // top-k 2 never picks outside {1, 2}.
+        let c = counts(SamplingParams { top_k: 2, ..t.clone() }, &logits, 2000);
+        assert_eq!(c[0] + c[3], 0);
+        assert!(c[1] > c[2] && c[2] > 0, "{c:?}");
+        // top-p small keeps only the best.
+        let c = counts(SamplingParams { top_p: 0.1, ..t.clone() }, &logits, 200);
+        assert_eq!(c[1], 200);
+        // min-p 0.5 keeps tokens within a factor 2 of the best: exp(2-3) = 0.37 < 0.5.
+        let c = counts(SamplingParams { min_p: 0.5, ..t.clone() }, &logits, 200);
+        assert_eq!(c[1], 200);
+        // Plain temperature 1 follows the softmax: p(1) = e^3 / sum = 0.629.
+        let c = counts(t.clone(), &logits, 20000);
+        let f = c[1] as f64 / 20000.0;
+        assert!((f - 0.6285).abs() < 0.02, "{f}");
+    }
+
+    #[test]
+    fn a_seed_fixes_the_stream() {
+        let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+        let p = SamplingParams { temperature: 0.8, seed: 42, ..Default::default() };
+        let run = |p: SamplingParams| {
+            let mut s = Sampler::new(p);
+            (0..32).map(|_| s.sample(&logits, &[])).collect::<Vec<_>>()
+        };
+        assert_eq!(run(p.clone()), run(p.clone()));
+        assert_ne!(run(p.clone()), run(SamplingParams { seed: 43, ..p }));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let bad = SamplingParams { top_p: 0.0, ..Default::default() };
+        assert!(bad.validate().unwrap_err().contains("top_p"));
+        let bad = SamplingParams { temperature: -1.0, ..Default::default() };
+        assert!(bad.validate().unwrap_err().contains("temperature"));
+    }
+}
