@@ -2,6 +2,7 @@
 //! tokenizer, chat template, rotary embeddings, the KV cache, sampling and the generation loop.
 
 pub mod chat;
+pub mod cli;
 pub mod generate;
 pub mod kv_cache;
 pub mod rope;

@@ -1,0 +1,215 @@
+//! Command-line plumbing shared by the language-model binaries (`qwen3`, `deepseek`): the
+//! common flags, one-shot completion or chat, the interactive chat REPL, timings.
+
+use super::chat::{render_chat, Message, Role};
+use super::generate::{generate, CausalLm, GenerateOptions, GenerationStats};
+use super::sampling::{Sampler, SamplingParams};
+use super::tokenizer::Tokenizer;
+use fucina::formats::gguf::GgufHeader;
+use fucina::prelude::*;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+/// Flags common to the language-model binaries.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LmArgs {
+    /// GGUF model file (default: the tiny model committed with the crate).
+    pub model: Option<PathBuf>,
+    /// Complete this raw text (no chat template).
+    #[arg(long, conflicts_with_all = ["chat", "interactive"])]
+    pub prompt: Option<String>,
+    /// Answer this user message with the chat template.
+    #[arg(long)]
+    pub chat: Option<String>,
+    /// Interactive chat: read user messages from stdin, one per line (`/reset`, `/exit`).
+    #[arg(short, long)]
+    pub interactive: bool,
+    /// System message for chat.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Skip thinking (Qwen3: prefill an empty `<think></think>` block).
+    #[arg(long)]
+    pub no_think: bool,
+    /// The most tokens to generate per answer.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Worker threads (default: all cores).
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+    /// KV cache length in tokens (default: min(context length, 4096)).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Keep the KV cache in f16 instead of f32.
+    #[arg(long)]
+    pub kv_f16: bool,
+    /// Kernel backend: native (SIMD + threads) or scalar (the reference).
+    #[arg(long, default_value = "native", value_parser = ["native", "scalar"])]
+    pub backend: String,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Nucleus sampling mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Drop tokens below this fraction of the best token's probability.
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Repetition penalty (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Tokens the repetition penalty looks back over.
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// RNG seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl LmArgs {
+    /// The sampling settings, validated.
+    pub fn sampling(&self) -> Result<SamplingParams> {
+        let p = SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repetition_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed,
+        };
+        p.validate().map_err(|msg| FucinaError::InvalidArgument { op: "sampling", msg })?;
+        Ok(p)
+    }
+
+    /// The execution context the flags ask for.
+    pub fn context(&self) -> Result<ExecContext> {
+        let backend = if self.backend == "scalar" { BackendKind::Scalar } else { BackendKind::Native };
+        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        ExecContext::with_backend(backend, threads.max(1))
+    }
+}
+
+/// The ids that end an answer: the GGUF's EOS plus ChatML's end markers when present.
+pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
+    let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
+        .iter()
+        .filter_map(|k| h.get(k).and_then(|x| x.as_u64()).map(|x| x as u32))
+        .collect();
+    for t in ["<|im_end|>", "<|endoftext|>", "<|end▁of▁sentence|>"] {
+        v.extend(tok.token_id(t));
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Prints the timings line to stderr.
+pub fn report(stats: &GenerationStats) {
+    eprintln!(
+        "\n[prefill {} tok in {:.2} s: {:.1} tok/s | decode {} tok in {:.2} s: {:.1} tok/s | stop: {:?}]",
+        stats.prompt_tokens,
+        stats.prefill_seconds,
+        stats.prefill_tok_s(),
+        stats.generated_tokens,
+        stats.decode_seconds,
+        stats.decode_tok_s(),
+        stats.stop
+    );
+}
+
+/// Runs what the flags ask for: a completion, one chat answer, or the REPL (the default
+/// when neither `--prompt` nor `--chat` is given and stdin is interactive input).
+pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
+    let tok = Tokenizer::from_gguf(header)?;
+    if tok.vocab_size() != model.vocab_size() {
+        return Err(FucinaError::Format {
+            format: "gguf",
+            msg: format!("the tokenizer has {} tokens, the model {}", tok.vocab_size(), model.vocab_size()),
+        });
+    }
+    let capacity = args.ctx.unwrap_or(model.context_length().min(4096));
+    let dtype = if args.kv_f16 { DType::F16 } else { DType::F32 };
+    let mut cache = model.new_cache(capacity, dtype)?;
+    let mut sampler = Sampler::new(args.sampling()?);
+    let opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens(header, &tok) };
+    let mut print = |s: &str| {
+        print!("{s}");
+        let _ = std::io::stdout().flush();
+        true
+    };
+    let mut messages: Vec<Message> = args.system.iter().map(|s| Message::new(Role::System, s.clone())).collect();
+    if let Some(p) = &args.prompt {
+        let ids = tok.encode(p)?;
+        print!("{p}");
+        let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
+        report(&stats);
+        return Ok(());
+    }
+    if let Some(c) = &args.chat {
+        messages.push(Message::new(Role::User, c.clone()));
+        let ids = tok.encode(&render_chat(&messages, !args.no_think))?;
+        let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
+        report(&stats);
+        if !args.interactive {
+            return Ok(());
+        }
+    }
+    // The REPL: the whole conversation is re-rendered each turn and only the new suffix is
+    // fed, reusing the cache for the common prefix.
+    let mut fed: Vec<u32> = Vec::new();
+    let stdin = std::io::stdin();
+    eprintln!("chat: type a message, /reset to start over, /exit or Ctrl-D to quit");
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).map_err(|e| FucinaError::Io { path: "stdin".into(), msg: e.to_string() })?
+            == 0
+        {
+            return Ok(());
+        }
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" | "/quit" => return Ok(()),
+            "/reset" => {
+                messages.retain(|m| m.role == Role::System);
+                cache.clear();
+                fed.clear();
+                continue;
+            }
+            _ => {}
+        }
+        messages.push(Message::new(Role::User, line));
+        let ids = tok.encode(&render_chat(&messages, !args.no_think))?;
+        let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
+        cache.truncate(common);
+        fed.truncate(common);
+        let mut answer = String::new();
+        let mut sink = |s: &str| {
+            answer.push_str(s);
+            print(s)
+        };
+        match generate(model, &tok, &mut cache, &ids[common..], &mut sampler, &opts, &mut sink) {
+            Ok((out, stats)) => {
+                report(&stats);
+                fed.extend_from_slice(&ids[common..]);
+                fed.extend_from_slice(&out);
+                // The cache holds the answer minus its last token (never fed back).
+                fed.truncate(cache.len());
+                messages.push(Message::new(Role::Assistant, answer));
+            }
+            Err(e) => {
+                eprintln!("error: {e} (use /reset to start over)");
+                messages.pop();
+            }
+        }
+    }
+}
+
+/// The default model shipped with the crate: the tiny random Qwen3 in `assets/`.
+pub fn default_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/qwen3-tiny-f32.gguf")
+}
