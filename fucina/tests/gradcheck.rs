@@ -197,3 +197,28 @@ fn indexing_selection_cast_conv() {
         });
     }
 }
+
+#[test]
+fn attention_and_rope() {
+    use fucina::ops::{attention, RopeStyle};
+    // q [seq 3, kv_head 2, group 2, head_dim 4], k/v [kv_head 2, kv_seq 5, 4|3]; causal from position 2.
+    let q = raw(30, &[3, 2, 2, 4], 1.0);
+    let k = raw(31, &[2, 5, 4], 1.0);
+    let v = raw(32, &[2, 5, 3], 1.0);
+    for causal in [Some(2), None] {
+        check("attention", &[q.clone(), k.clone(), v.clone()], |x| {
+            let (qt, kt, vt) = (
+                t::<axes![seq, kv_head, group, head_dim]>(&x[0]),
+                t::<axes![kv_head, kv_seq, head_dim]>(&x[1]),
+                t::<axes![kv_head, kv_seq, d]>(&x[2]),
+            );
+            weigh(attention(&qt, &kt, &vt, 0.7, causal)?)
+        });
+    }
+    let x = raw(33, &[3, 2, 6], 1.0);
+    let cos = Tensor::<axes![seq, head_dim]>::from_vec(values(34, 9), &[3, 3]).unwrap();
+    let sin = Tensor::<axes![seq, head_dim]>::from_vec(values(35, 9), &[3, 3]).unwrap();
+    for style in [RopeStyle::Halves, RopeStyle::Pairs] {
+        check("rope", &[x.clone()], |v| weigh(t::<axes![seq, head, head_dim]>(&v[0]).rope(&cos, &sin, style)?));
+    }
+}

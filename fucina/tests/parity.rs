@@ -253,3 +253,72 @@ fn backward_kernels_agree() {
         assert_close(&format!("grad #{i}"), q, p, 2e-5, 2e-5);
     }
 }
+
+#[test]
+fn attention_matches_scalar_and_the_composed_ops() {
+    use fucina::ops::attention;
+    let mut sz = Sizes::new(77);
+    for case in 0..10 {
+        let (s, h, g, dk, dv) = (sz.pick(1, 9), sz.pick(1, 4), sz.pick(1, 4), sz.pick(1, 40), sz.pick(1, 33));
+        let t = s + sz.pick(0, 20);
+        let causal = if case % 3 == 2 { None } else { Some(t - s) };
+        let q = Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
+            .unwrap();
+        // Keys as a transposed view (strided rows); values in f16 on odd cases.
+        let k = Tensor::<axes![kv_seq, kv_head, head_dim]>::from_vec(values(case + 50, t * h * dk), &[t, h, dk])
+            .unwrap()
+            .permute::<axes![kv_head, kv_seq, head_dim]>()
+            .unwrap();
+        let v = Tensor::<axes![kv_head, kv_seq, d]>::from_vec(values(case + 90, h * t * dv), &[h, t, dv]).unwrap();
+        let v = if case % 2 == 1 { v.cast(DType::F16).unwrap() } else { v };
+        let scale = 1.0 / (dk as f32).sqrt();
+        let (sc, nat) = on_both(|| attention(&q, &k, &v, scale, causal).unwrap().to_f32_vec());
+        let name = format!("attention s{s} h{h} g{g} t{t} dk{dk} dv{dv} {causal:?}");
+        assert_close(&name, &nat, &sc, 1e-5, 1e-5 * (t as f32).sqrt());
+        // The same thing from the composed ops (einsum, mask, softmax, einsum).
+        let composed = contexts().0.scope(|| {
+            let scores: Tensor<axes![seq, kv_head, group, kv_seq]> = einsum!(q, k; head_dim ->).unwrap();
+            let mask: Vec<f32> = (0..s)
+                .flat_map(|i| (0..t).map(move |j| if causal.is_some_and(|p0| j > p0 + i) { 1.0 } else { 0.0 }))
+                .collect();
+            let mask = Tensor::<axes![seq, kv_seq]>::from_vec(mask, &[s, t]).unwrap();
+            let p = scores
+                .scale(scale)
+                .unwrap()
+                .masked_fill(&mask, f32::NEG_INFINITY)
+                .unwrap()
+                .softmax::<kv_seq>()
+                .unwrap();
+            let o: Tensor<axes![seq, kv_head, group, d]> = einsum!(p, v; kv_seq ->).unwrap();
+            o.to_f32_vec()
+        });
+        assert_close(&format!("{name} vs composed"), &sc, &composed, 1e-5, 1e-5 * (t as f32).sqrt());
+    }
+}
+
+#[test]
+fn rope_matches_scalar_and_rotates() {
+    use fucina::ops::RopeStyle;
+    let (s, h, d) = (5, 3, 8);
+    let x = Tensor::<axes![seq, head, head_dim]>::from_vec(values(5, s * h * d), &[s, h, d]).unwrap();
+    let ang: Vec<f32> = values(6, s * d / 2).iter().map(|v| v * 3.0).collect();
+    let cos = Tensor::<axes![seq, head_dim]>::from_vec(ang.iter().map(|a| a.cos()).collect(), &[s, d / 2]).unwrap();
+    let sin = Tensor::<axes![seq, head_dim]>::from_vec(ang.iter().map(|a| a.sin()).collect(), &[s, d / 2]).unwrap();
+    for style in [RopeStyle::Halves, RopeStyle::Pairs] {
+        let (sc, nat) = on_both(|| x.rope(&cos, &sin, style).unwrap().to_f32_vec());
+        assert_close("rope", &nat, &sc, 1e-6, 1e-6);
+        // A rotation keeps every pair's norm.
+        let xv = x.to_f32_vec();
+        let pair = |i: usize| if style == RopeStyle::Pairs { (2 * i, 2 * i + 1) } else { (i, i + d / 2) };
+        for row in 0..s * h {
+            for i in 0..d / 2 {
+                let (a0, b0) = pair(i);
+                let n0 = xv[row * d + a0].hypot(xv[row * d + b0]);
+                let n1 = sc[row * d + a0].hypot(sc[row * d + b0]);
+                assert!((n0 - n1).abs() < 1e-5, "{style:?} row {row} pair {i}");
+            }
+        }
+    }
+    let bad = Tensor::<axes![seq, head_dim]>::zeros(&[4, 4]).unwrap();
+    assert!(x.rope(&bad, &bad, RopeStyle::Halves).unwrap_err().to_string().contains("tables"));
+}

@@ -101,9 +101,9 @@ mod qmatmul {
             GgmlType::Q6_K,
         ] {
             let shapes: &[(usize, usize, usize)] = if ty.block_size() == 256 {
-                &[(1, 7, 256), (3, 65, 768), (5, 300, 512), (20, 33, 256)]
+                &[(1, 7, 256), (3, 65, 768), (5, 300, 512), (20, 33, 256), (37, 300, 768)]
             } else {
-                &[(1, 7, 32), (3, 65, 96), (5, 300, 512), (20, 33, 128)]
+                &[(1, 7, 32), (3, 65, 96), (5, 300, 512), (20, 33, 128), (37, 300, 544)]
             };
             for &(m, n, k) in shapes {
                 let w = Tensor::<axes![o, i]>::from_vec(data(1, n * k), &[n, k]).unwrap();
@@ -115,7 +115,7 @@ mod qmatmul {
                 let yn = native.scope(|| qw.forward(&x)).unwrap().to_f32_vec();
                 // Integer block sums are exact on both; only the f32 accumulation order differs.
                 for (p, q) in ys.iter().zip(&yn) {
-                    assert!((p - q).abs() <= 1e-5 * (1.0 + p.abs()), "{ty:?} {m}x{n}x{k}: {p} vs {q}");
+                    assert!((p - q).abs() <= 2e-5 * (1.0 + p.abs()), "{ty:?} {m}x{n}x{k}: {p} vs {q}");
                 }
                 // Against the dequantized weights in f32: only the Q8_0 rounding of x remains.
                 let wd = dequantize(ty, &fucina::quant::quantize(ty, &w.to_f32_vec()).unwrap(), n * k).unwrap();

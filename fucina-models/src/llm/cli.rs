@@ -165,7 +165,10 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     loop {
         eprint!("> ");
         let mut line = String::new();
-        if stdin.lock().read_line(&mut line).map_err(|e| FucinaError::Io { path: "stdin".into(), msg: e.to_string() })?
+        if stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| FucinaError::Io { path: "stdin".into(), msg: e.to_string() })?
             == 0
         {
             return Ok(());

@@ -9,7 +9,7 @@ use fucina::prelude::*;
 use std::time::Instant;
 
 /// A decoder-only language model with a KV cache.
-pub trait CausalLm {
+pub trait CausalLm: Sync {
     /// Vocabulary size (length of a logits row).
     fn vocab_size(&self) -> usize;
     /// The longest context the model takes.
@@ -121,7 +121,8 @@ pub fn generate(
     }
     cache.check_room(prompt.len())?;
     let t0 = Instant::now();
-    let logits = model.forward(prompt, cache, false)?.to_f32_vec();
+    let ctx = ExecContext::current();
+    let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
     let mut history: Vec<u32> = prompt.to_vec();
     let mut next = sampler.sample(&logits, &history);
     let prefill_seconds = t0.elapsed().as_secs_f64();
@@ -144,7 +145,7 @@ pub fn generate(
         if cache.len() >= cache.capacity() {
             break StopReason::ContextFull;
         }
-        let logits = model.forward(&[next], cache, false)?.to_f32_vec();
+        let logits = ctx.run_on_pool(|| model.forward(&[next], cache, false))?.to_f32_vec();
         next = sampler.sample(&logits, &history);
     };
     let rest = text.finish();

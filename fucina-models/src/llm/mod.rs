@@ -7,6 +7,7 @@ pub mod generate;
 pub mod kv_cache;
 pub mod rope;
 pub mod sampling;
+pub mod synth;
 pub mod tokenizer;
 pub mod weights;
 

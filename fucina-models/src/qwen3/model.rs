@@ -5,8 +5,9 @@
 
 use super::config::Qwen3Config;
 use crate::llm::kv_cache::KvCache;
-use crate::llm::rope::{apply_rope, Rope};
+use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
+use fucina::ops::{attention, RopeStyle};
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
@@ -165,11 +166,10 @@ impl Qwen3 {
         cache.check_room(tokens.len())?;
         let start = cache.len();
         let (cos, sin) = self.rope.tables(start, tokens.len(), 1.0)?;
-        let mask = causal_mask(start, tokens.len())?;
         let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
         for (l, b) in self.blocks.iter().enumerate() {
             let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
-            let a = self.attention(l, &b.attn, &h, &cos, &sin, &mask, cache)?;
+            let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
             x = x.add(&a)?;
             let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
             let m = b.mlp.forward(&h)?;
@@ -191,7 +191,6 @@ impl Qwen3 {
         x: &Tensor<axes![seq, hidden]>,
         cos: &Tensor<axes![seq, head_dim]>,
         sin: &Tensor<axes![seq, head_dim]>,
-        mask: &Tensor<axes![seq, kv_seq]>,
         cache: &mut KvCache,
     ) -> Result<Tensor<axes![seq, hidden]>> {
         let c = &self.config;
@@ -201,13 +200,12 @@ impl Qwen3 {
         let q: Tensor<axes![seq, kv_head, group, head_dim]> = a.q.forward(x)?.reshape(&[s, nkv, g, hd])?;
         let k: Tensor<axes![seq, kv_head, head_dim]> = a.k.forward(x)?.reshape(&[s, nkv, hd])?;
         let v: Tensor<axes![seq, kv_head, head_dim]> = a.v.forward(x)?.reshape(&[s, nkv, hd])?;
-        let q = apply_rope(&q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?, cos, sin)?;
-        let k = apply_rope(&k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?, cos, sin)?;
+        let q = q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
+        let k = k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
+        let start = cache.len();
         cache.write(layer, &k.permute()?, &v.permute()?)?;
         let (keys, values) = (cache.keys(layer, s)?, cache.values(layer, s)?);
-        let scores: Tensor<axes![seq, kv_head, group, kv_seq]> = einsum!(q, keys; head_dim ->)?;
-        let p = scores.scale(1.0 / (hd as f32).sqrt())?.masked_fill(mask, f32::NEG_INFINITY)?.softmax::<kv_seq>()?;
-        let o: Tensor<axes![seq, kv_head, group, head_dim]> = einsum!(p, values; kv_seq ->)?;
+        let o = attention(&q, &keys, &values, 1.0 / (hd as f32).sqrt(), Some(start))?;
         let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
         a.o.forward(&o)
     }
@@ -220,13 +218,6 @@ impl Mlp {
         let up = self.up.forward(x)?;
         self.down.forward(&gate.mul(&up)?)
     }
-}
-
-/// `1` where query `i` (at absolute position `start + i`) must not see key `j`, i.e. `j > start + i`.
-pub fn causal_mask(start: usize, len: usize) -> Result<Tensor<axes![seq, kv_seq]>> {
-    let total = start + len;
-    let m = (0..len).flat_map(|i| (0..total).map(move |j| if j > start + i { 1.0f32 } else { 0.0 })).collect();
-    Tensor::from_vec(m, &[len, total])
 }
 
 impl crate::llm::generate::CausalLm for Qwen3 {

@@ -83,6 +83,66 @@ mod avx2 {
     /// The CPU must have AVX2, FMA and F16C; `w` holds `a.len()` values of `fmt`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_float(fmt: FloatRow, w: &[u8], a: &[f32]) -> f32 {
+        // SAFETY: the caller's guarantees are the kernels'.
+        unsafe {
+            match fmt {
+                FloatRow::F32 => dot_f32(w, a),
+                FloatRow::F16 => dot_f16(w, a),
+                FloatRow::BF16 => dot_bf16(w, a),
+            }
+        }
+    }
+
+    /// [`dot_float`] for f32 rows (the format is a constant inside, so the loads specialize).
+    ///
+    /// # Safety
+    /// As for [`dot_float`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_f32(w: &[u8], a: &[f32]) -> f32 {
+        // SAFETY: the caller's guarantees are the body's.
+        unsafe { body(FloatRow::F32, w, a) }
+    }
+
+    /// [`dot_float`] for f16 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_float`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_f16(w: &[u8], a: &[f32]) -> f32 {
+        // SAFETY: the caller's guarantees are the body's.
+        unsafe { body(FloatRow::F16, w, a) }
+    }
+
+    /// [`dot_float`] for bf16 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_float`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_bf16(w: &[u8], a: &[f32]) -> f32 {
+        // SAFETY: the caller's guarantees are the body's.
+        unsafe { body(FloatRow::BF16, w, a) }
+    }
+
+    /// Widens a float row to f32, eight values at a time.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C; `w` holds `out.len()` values of `fmt`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn decode_row(fmt: FloatRow, w: &[u8], out: &mut [f32]) {
+        let n = out.len();
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: values i..i+8 lie in `w` and `out`.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i), load8(fmt, w, i)) };
+            i += 8;
+        }
+        for (k, o) in out.iter_mut().enumerate().skip(i) {
+            *o = fmt.get(w, k);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn body(fmt: FloatRow, w: &[u8], a: &[f32]) -> f32 {
         let n = a.len();
         let mut acc = [_mm256_setzero_ps(); 4];
         let mut i = 0;
@@ -108,6 +168,42 @@ mod avx2 {
             total += fmt.get(w, k) * x;
         }
         total
+    }
+}
+
+/// Decodes a float row (`w` holds `out.len()` values of `fmt`) to f32, with F16C where
+/// the CPU has it.
+pub fn decode_row(fmt: FloatRow, w: &[u8], out: &mut [f32]) {
+    assert_eq!(w.len(), out.len() * fmt.width(), "decode_row: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+        // SAFETY: checked above: the CPU reports AVX2 and F16C; lengths match.
+        unsafe { avx2::decode_row(fmt, w, out) };
+        return;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = fmt.get(w, i);
+    }
+}
+
+/// A row kernel: one float weight row (bytes) times one f32 activation row.
+pub type RowDot = unsafe fn(&[u8], &[f32]) -> f32;
+
+/// The fastest available kernel for float rows of `fmt`, chosen once per matrix product.
+/// Calling it is safe when the weight row holds as many values as the activation row.
+pub fn row_kernel(fmt: FloatRow) -> RowDot {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+        return match fmt {
+            FloatRow::F32 => avx2::dot_f32,
+            FloatRow::F16 => avx2::dot_f16,
+            FloatRow::BF16 => avx2::dot_bf16,
+        };
+    }
+    match fmt {
+        FloatRow::F32 => |w, a| dot_float_scalar(FloatRow::F32, w, a),
+        FloatRow::F16 => |w, a| dot_float_scalar(FloatRow::F16, w, a),
+        FloatRow::BF16 => |w, a| dot_float_scalar(FloatRow::BF16, w, a),
     }
 }
 

@@ -175,6 +175,68 @@ pub struct Gemm<'a> {
     pub b: MatRef<'a>,
 }
 
+/// Keys or values of [`Attention`]: rows of `dim` contiguous elements, `head` stride
+/// between heads and `row` stride between positions.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadRows<'a> {
+    /// The storage.
+    pub data: FloatSlice<'a>,
+    /// Offset of head 0, position 0.
+    pub offset: usize,
+    /// Stride between heads.
+    pub head: usize,
+    /// Stride between positions.
+    pub row: usize,
+}
+
+impl HeadRows<'_> {
+    /// Element `d` of position `j` of head `h`, as f32.
+    #[inline(always)]
+    pub fn get(&self, h: usize, j: usize, d: usize) -> f32 {
+        self.data.get(self.offset + h * self.head + j * self.row + d)
+    }
+}
+
+/// Scaled dot-product attention with grouped query heads: query `[s, h, g, dk]`
+/// (contiguous; `g` query heads share each of the `h` key/value heads), keys `[h, t, dk]`,
+/// values `[h, t, dv]`, output `[s, h, g, dv]`. With `causal = Some(p0)`, query `i` sits
+/// at position `p0 + i` of the keys and sees keys `0..=p0 + i`; with `None` it sees all.
+#[derive(Debug, Clone, Copy)]
+pub struct Attention<'a> {
+    /// Queries, contiguous `[s, h, g, dk]`.
+    pub q: &'a [f32],
+    /// Keys.
+    pub k: HeadRows<'a>,
+    /// Values.
+    pub v: HeadRows<'a>,
+    /// Query positions.
+    pub s: usize,
+    /// Key/value heads.
+    pub h: usize,
+    /// Query heads per key/value head.
+    pub g: usize,
+    /// Key positions.
+    pub t: usize,
+    /// Width of queries and keys.
+    pub dk: usize,
+    /// Width of values.
+    pub dv: usize,
+    /// Factor on the scores (usually `1/sqrt(dk)`).
+    pub scale: f32,
+    /// Position of the first query among the keys, for a causal mask.
+    pub causal: Option<usize>,
+}
+
+impl Attention<'_> {
+    /// Keys query `i` sees.
+    pub fn visible(&self, i: usize) -> usize {
+        match self.causal {
+            Some(p0) => (p0 + i + 1).min(self.t),
+            None => self.t,
+        }
+    }
+}
+
 /// A 1-D convolution over contiguous `x [batch, cin, t]` and `w [cout, cin, k]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conv1d {
@@ -233,10 +295,31 @@ pub trait Kernels: Send + Sync + 'static {
     );
     /// Batched matrix product into contiguous `c`.
     fn gemm(&self, g: &Gemm<'_>, c: &mut [f32]);
+    /// Grouped-query attention into `out [s, h, g, dv]` (see [`Attention`]).
+    fn attention(&self, p: &Attention<'_>, out: &mut [f32]);
     /// 1-D convolution into contiguous `out [batch, cout, t_out]`.
     fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]);
     /// `out[idx] = if cond[idx] != 0 { t[idx] } else { f[idx] }` over `shape`, operands strided.
     fn select(&self, shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>, out: &mut [f32]);
+    /// Rotary position embedding of contiguous `x [s, r, d]` (`r` rows per position) by the
+    /// tables `cos`, `sin` `[s, d/2]`: pair `(x[a], x[b])` becomes `(x[a] c - x[b] s,
+    /// x[b] c + x[a] s)`, where pair `i` is `(i, i + d/2)` (halves, NeoX) or `(2i, 2i + 1)`
+    /// (`pairs`, GPT-J). Negating `sin` gives the inverse rotation.
+    #[allow(clippy::too_many_arguments)]
+    fn rope(&self, x: &[f32], r: usize, d: usize, cos: &[f32], sin: &[f32], pairs: bool, out: &mut [f32]) {
+        let half = d / 2;
+        for (p, (xs, os)) in x.chunks_exact(r * d).zip(out.chunks_exact_mut(r * d)).enumerate() {
+            let (c, sn) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
+            for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
+                for i in 0..half {
+                    let (a, b) = if pairs { (2 * i, 2 * i + 1) } else { (i, i + half) };
+                    let (xa, xb) = (xr[a], xr[b]);
+                    or[a] = xa * c[i] - xb * sn[i];
+                    or[b] = xb * c[i] + xa * sn[i];
+                }
+            }
+        }
+    }
     /// `out[ids[i], :] += src[i, :]` for rows of `cols` elements (ids checked): the backward of a gather.
     fn scatter_add_rows(&self, cols: usize, ids: &[u32], src: &[f32], out: &mut [f32]) {
         for (i, id) in ids.iter().enumerate() {

@@ -153,6 +153,23 @@ pub(crate) fn has_f16c() -> bool {
     false
 }
 
+/// A row kernel: one encoded weight row times one Q8_0 activation row.
+pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// The fastest available Q8_0 (`q4: false`) or Q4_0 (`q4: true`) row kernel, chosen once
+/// per matrix product. Calling it is safe for rows of whole, matching blocks.
+pub fn row_kernel(q4: bool) -> RowDot {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && has_f16c() {
+        return if q4 { avx2::dot_q4_0_q8_0 } else { avx2::dot_q8_0_q8_0 };
+    }
+    if q4 {
+        |w, a| dot_q4_0_q8_0_scalar(w, a)
+    } else {
+        |w, a| dot_q8_0_q8_0_scalar(w, a)
+    }
+}
+
 /// Q8_0 x Q8_0 row dot product on the best available path.
 pub fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
     #[cfg(target_arch = "x86_64")]

@@ -211,7 +211,7 @@ pub fn dot_k_q8_k_scalar(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, scale_min_k4, KFormat, Q8_K_BYTES};
+    use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, KFormat, Q8_K_BYTES};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -230,30 +230,189 @@ mod avx2 {
         _mm256_madd_epi16(p, s)
     }
 
+    /// The f16 at byte `at` of `b`, converted with F16C (callers enable it).
     #[inline(always)]
-    unsafe fn hsum_i32(v: __m256i) -> i32 {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-        _mm_cvtsi128_si32(s)
+    unsafe fn f16c_at(b: &[u8], at: usize) -> f32 {
+        let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
     }
 
-    /// AVX2 K-quant x Q8_K. Levels are kept unsigned for `maddubs` (offset `bias`), and the
-    /// offset is taken back out through the activation's group sums.
+    /// Horizontal sum of eight f32 lanes.
+    #[inline(always)]
+    unsafe fn hsum_ps(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+    }
+
+    /// The Q8_K block's 16 group sums as i16 lanes.
+    #[inline(always)]
+    unsafe fn bsums(ba: &[u8]) -> __m256i {
+        // SAFETY: a Q8_K block holds 32 bytes of sums at 260..292.
+        unsafe { load(&ba[260..]) }
+    }
+
+    /// The 16 bytes `[x[i]; 8] ++ [x[i + 1]; 8]` of a 16-byte vector, for `i` even or odd.
+    #[inline(always)]
+    unsafe fn pair_mask(i: usize) -> __m128i {
+        let (a, b) = (i as i8, i as i8 + 1);
+        _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+    }
+
+    /// The eight 6-bit scales (bytes 0..8) and minimums (bytes 8..16) of a Q4_K/Q5_K
+    /// super-block, from its 12 packed bytes: the same unpacking as [`super::scale_min_k4`],
+    /// done on whole words.
+    #[inline(always)]
+    unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
+        let w = |i: usize| u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
+        let (w0, w1, w2) = (w(0), w(1), w(2));
+        let (low6, low4, top2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+        let s_lo = w0 & low6;
+        let s_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
+        let m_lo = w1 & low6;
+        let m_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
+        _mm_setr_epi32(s_lo as i32, s_hi as i32, m_lo as i32, m_hi as i32)
+    }
+
+    /// AVX2 Q4_K (`hbits: false`) or Q5_K (`hbits: true`) row times a Q8_K row.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
+    #[inline(always)]
+    unsafe fn dot_q45k<const Q5: bool>(w: &[u8], a: &[u8]) -> f32 {
+        let bytes = if Q5 { 176 } else { 144 };
+        let m4 = _mm256_set1_epi8(0x0F);
+        let sixteen = _mm256_set1_epi8(16);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        for (b, ba) in w.chunks_exact(bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
+            let da = q8k_d(ba);
+            // SAFETY: F16C is enabled by the caller.
+            let (d, dmin) = unsafe { (da * f16c_at(b, 0), da * f16c_at(b, 2)) };
+            // SAFETY: SSE2 is part of the caller's AVX2.
+            let sm = unsafe { k4_scales_mins(&b[4..16]) };
+            // Minimums: m[j] times the activation sum over the 32 values of scale j.
+            // SAFETY (this block): AVX2 is enabled by the caller; loads stay in the blocks.
+            let bs = unsafe { bsums(ba) };
+            let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+            let prod = _mm_madd_epi16(mins, pairs);
+            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            let qs = if Q5 { &b[48..176] } else { &b[16..144] };
+            let hm = if Q5 { unsafe { load(&b[16..48]) } } else { _mm256_setzero_si256() };
+            let qa = &ba[4..260];
+            let mut sumi = _mm256_setzero_si256();
+            for c in 0..4 {
+                let q = unsafe { load(&qs[32 * c..]) };
+                let mut lo = _mm256_and_si256(q, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if Q5 {
+                    // Bit 2c of qh[i] is the fifth bit of value 64c + i, bit 2c+1 of 64c+32+i.
+                    let b0 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32)), 4);
+                    let b1 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), 4);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
+                }
+                let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
+                let s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8)));
+                let s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8 + 1)));
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        let m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+        let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        // SAFETY: AVX is enabled by the caller.
+        unsafe { hsum_ps(acc) - _mm_cvtss_f32(m) }
+    }
+
+    /// AVX2 Q4_K row times a Q8_K row.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4k(w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q45k::<false>(w, a) }
+    }
+
+    /// AVX2 Q5_K row times a Q8_K row.
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q5k(w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q45k::<true>(w, a) }
+    }
+
+    /// AVX2 Q6_K row times a Q8_K row: levels stay unsigned (0..64) for `maddubs`; the offset
+    /// of 32 comes back out through the activation's group sums.
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6k(w: &[u8], a: &[u8]) -> f32 {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m3 = _mm256_set1_epi8(3);
+        let mut acc = _mm256_setzero_ps();
+        for (b, ba) in w.chunks_exact(210).zip(a.chunks_exact(Q8_K_BYTES)) {
+            let (ql, qh) = (&b[..128], &b[128..192]);
+            // SAFETY (this block): AVX2 is enabled; every load leaves 32 bytes in the block.
+            let sc = unsafe { _mm_loadu_si128(b[192..208].as_ptr() as *const __m128i) };
+            let qa = &ba[4..260];
+            // The offset's share: 32 * sum_g scale_g * bsum_g.
+            let bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), unsafe { bsums(ba) });
+            let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+            for h in 0..2 {
+                let (l0, l1) = unsafe { (load(&ql[64 * h..]), load(&ql[64 * h + 32..])) };
+                let hb = unsafe { load(&qh[32 * h..]) };
+                let parts = [
+                    _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
+                    _mm256_or_si256(
+                        _mm256_and_si256(l1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4),
+                    ),
+                ];
+                for (o, u) in parts.into_iter().enumerate() {
+                    let g = 8 * h + 2 * o;
+                    let av = unsafe { load(&qa[128 * h + 32 * o..]) };
+                    let s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, unsafe { pair_mask(g) }));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+                }
+            }
+            // SAFETY: F16C is enabled for this function.
+            let d = q8k_d(ba) * unsafe { f16c_at(b, 208) };
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        // SAFETY: AVX is enabled for this function.
+        unsafe { hsum_ps(acc) }
+    }
+
+    /// AVX2 K-quant x Q8_K for Q2_K and Q3_K (the less common formats share one body).
+    /// Levels are kept unsigned for `maddubs` (offset `bias`), and the offset is taken back
+    /// out through the activation's group sums.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; `w` and `a` hold the same number of whole blocks.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_k_q8_k(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
         let m3 = _mm256_set1_epi8(3);
-        let m4 = _mm256_set1_epi8(0x0F);
         let one = _mm256_set1_epi8(1);
-        let mut acc = 0.0f32;
+        let mut acc = _mm256_setzero_ps();
         for (b, ba) in w.chunks_exact(f.block_bytes()).zip(a.chunks_exact(Q8_K_BYTES)) {
             let qa = &ba[4..260];
             let mut sumi = _mm256_setzero_si256();
-            // `bias`: the level offset's share of the integer sum (Q3_K, Q6_K); `msum`: the
-            // minimums' integer sum, scaled by `dmin` (Q2_K, Q4_K, Q5_K).
             let (d, dmin): (f32, f32);
             let (mut bias, mut msum) = (0i32, 0i32);
             // SAFETY (all loads below): every offset leaves 32 bytes inside the block / row.
@@ -294,71 +453,47 @@ mod avx2 {
                     (d, dmin) = (f16_at(b, 108), 0.0);
                     bias = (0..16).map(|g| 4 * scales[g] * q8k_bsum(ba, g)).sum();
                 }
-                KFormat::Q4K | KFormat::Q5K => {
-                    let (s8, m8) = scale_min_k4(&b[4..16]);
-                    let q5 = f == KFormat::Q5K;
-                    let qs = if q5 { &b[48..176] } else { &b[16..144] };
-                    let hm = if q5 { unsafe { load(&b[16..48]) } } else { _mm256_setzero_si256() };
-                    for c in 0..4 {
-                        let q = unsafe { load(&qs[32 * c..]) };
-                        let mut lo = _mm256_and_si256(q, m4);
-                        let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                        if q5 {
-                            let b0 = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32)), one);
-                            let b1 = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
-                            lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
-                            hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
-                        }
-                        let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
-                        let (s0, s1) = (s8[2 * c] as i32, s8[2 * c + 1] as i32);
-                        let p0 = unsafe { dot32(lo, a0, s0, s0) };
-                        let p1 = unsafe { dot32(hi, a1, s1, s1) };
-                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-                    }
-                    (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-                    msum = (0..8).map(|j| m8[j] as i32 * (q8k_bsum(ba, 2 * j) + q8k_bsum(ba, 2 * j + 1))).sum();
-                }
-                KFormat::Q6K => {
-                    let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
-                    let scale = |g: usize| sc[g] as i8 as i32;
-                    for h in 0..2 {
-                        let (l0, l1) = unsafe { (load(&ql[64 * h..]), load(&ql[64 * h + 32..])) };
-                        let hb = unsafe { load(&qh[32 * h..]) };
-                        let high = |s: i32| {
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(s)), m3), 4)
-                        };
-                        let parts = [
-                            _mm256_or_si256(_mm256_and_si256(l0, m4), high(0)),
-                            _mm256_or_si256(_mm256_and_si256(l1, m4), high(2)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), high(4)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), high(6)),
-                        ];
-                        for (o, u) in parts.into_iter().enumerate() {
-                            let g = 8 * h + 2 * o;
-                            let av = unsafe { load(&qa[128 * h + 32 * o..]) };
-                            let p = unsafe { dot32(u, av, scale(g), scale(g + 1)) };
-                            sumi = _mm256_add_epi32(sumi, p);
-                        }
-                    }
-                    (d, dmin) = (f16_at(b, 208), 0.0);
-                    bias = (0..16).map(|g| 32 * scale(g) * q8k_bsum(ba, g)).sum();
-                }
+                other => unreachable!("{other:?} has its own kernel"),
             }
             let da = q8k_d(ba);
-            // SAFETY: AVX2 is enabled for this function.
-            let isum = unsafe { hsum_i32(sumi) };
-            acc += d * da * (isum - bias) as f32 - dmin * da * msum as f32;
+            let sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(bias, 0, 0, 0, 0, 0, 0, 0));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_sub_ps(acc, _mm256_setr_ps(dmin * da * msum as f32, 0., 0., 0., 0., 0., 0., 0.));
         }
-        acc
+        // SAFETY: AVX is enabled for this function.
+        unsafe { hsum_ps(acc) }
+    }
+}
+
+/// A row kernel: the dot product of one encoded weight row with one quantized activation row.
+pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// The fastest available kernel for K-quant format `f`, chosen once per matrix product.
+/// Calling it is safe for rows of whole blocks of `f` and matching Q8_K rows.
+pub fn row_kernel(f: KFormat) -> RowDot {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+        return match f {
+            KFormat::Q4K => avx2::dot_q4k,
+            KFormat::Q5K => avx2::dot_q5k,
+            KFormat::Q6K => avx2::dot_q6k,
+            KFormat::Q2K => |w, a| unsafe { avx2::dot_k_q8_k(KFormat::Q2K, w, a) },
+            KFormat::Q3K => |w, a| unsafe { avx2::dot_k_q8_k(KFormat::Q3K, w, a) },
+        };
+    }
+    match f {
+        KFormat::Q2K => |w, a| dot_k_q8_k_scalar(KFormat::Q2K, w, a),
+        KFormat::Q3K => |w, a| dot_k_q8_k_scalar(KFormat::Q3K, w, a),
+        KFormat::Q4K => |w, a| dot_k_q8_k_scalar(KFormat::Q4K, w, a),
+        KFormat::Q5K => |w, a| dot_k_q8_k_scalar(KFormat::Q5K, w, a),
+        KFormat::Q6K => |w, a| dot_k_q8_k_scalar(KFormat::Q6K, w, a),
     }
 }
 
 /// A K-quant weight row times a Q8_K activation row on the best available path.
 pub fn dot_k_q8_k(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() {
-        // SAFETY: checked above: the CPU reports AVX2 and FMA.
-        return unsafe { avx2::dot_k_q8_k(f, w, a) };
-    }
-    dot_k_q8_k_scalar(f, w, a)
+    assert_eq!(w.len() / f.block_bytes(), a.len() / Q8_K_BYTES, "dot_k_q8_k: block counts differ");
+    assert!(w.len() % f.block_bytes() == 0 && a.len() % Q8_K_BYTES == 0, "dot_k_q8_k: partial blocks");
+    // SAFETY: `row_kernel` checked the CPU features; both rows are whole, matching blocks.
+    unsafe { row_kernel(f)(w, a) }
 }

@@ -202,6 +202,17 @@ impl ExecContext {
         self.inner.pool.install(f)
     }
 
+    /// Runs `f` on one of this context's workers with this context current there. A long
+    /// sequence of ops (a model's forward) run this way hands each parallel kernel to the
+    /// pool by work stealing between warm workers, instead of waking the pool from outside
+    /// once per op.
+    pub fn run_on_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        if self.inner.config.backend == BackendKind::Scalar {
+            return self.scope(f);
+        }
+        self.inner.pool.install(|| self.scope(f))
+    }
+
     /// An f32 buffer from the pool with unspecified (initialized) contents; callers overwrite it all.
     pub(crate) fn alloc(&self, len: usize) -> Vec<f32> {
         self.inner.buffers.take(len)

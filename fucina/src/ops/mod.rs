@@ -1,6 +1,7 @@
 //! Ops: eager functions on tensors. Each validates sizes, then dispatches to the
 //! current context's kernels. Axis-set checks were already done by the compiler.
 
+mod attention;
 mod conv;
 mod elementwise;
 pub(crate) mod grad;
@@ -8,10 +9,13 @@ mod index;
 mod matmul;
 mod random;
 mod reduce;
+mod rope;
 mod shape;
 
+pub use attention::attention;
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;
+pub use rope::RopeStyle;
 
 /// The elements of `t` as a contiguous f32 vector, gathered with the context's copy kernel.
 pub fn to_f32_contiguous(ctx: &ExecContext, t: &RawTensor) -> Result<Vec<f32>> {

@@ -132,25 +132,37 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         }
         let ctx = ExecContext::current();
         if m >= GEMM_BATCH {
-            // Many rows: decode the weight once and use the f32 GEMM, which beats one integer
-            // dot product per (row, weight row) pair from this size on.
-            let wf = self.to_tensor()?;
-            let xr = x.detach();
-            let y = crate::ops::contract_positional(&ctx, xr.raw(), wf.raw())?;
-            return Tensor::from_raw(y);
+            // Many rows: a GEMM whose weight panels are decoded while packing (native), or the
+            // decoded weight times the activations with the scalar spec's GEMM.
+            if ctx.backend() != BackendKind::Native {
+                let wf = self.to_tensor()?;
+                let y = crate::ops::contract_positional(&ctx, x.detach().raw(), wf.raw())?;
+                return Tensor::from_raw(y);
+            }
+            let xv = x.to_f32_vec();
+            let row_bytes = self.ty.bytes_for(k)?;
+            let bs = self.ty.block_size();
+            let (ty, data) = (self.ty, &self.data[..]);
+            let block_bytes = row_bytes / (k / bs).max(1);
+            let decode = |j: usize, p0: usize, out: &mut [f32]| {
+                // p0 and the segment length are whole blocks (the GEMM steps k by 256, and a
+                // row is whole blocks).
+                let b0 = j * row_bytes + p0 / bs * block_bytes;
+                let res = super::dequantize_into(ty, &data[b0..b0 + out.len() / bs * block_bytes], out);
+                debug_assert!(res.is_ok(), "{res:?}");
+            };
+            let mut y = vec![0.0f32; m * self.rows];
+            let parallel = ctx.threads() > 1 && m * self.rows * k >= 1 << 20;
+            ctx.install(|| crate::backend::native::gemm_decoded(m, self.rows, k, &xv, &decode, &mut y, parallel));
+            return Tensor::from_vec(y, &[m, self.rows]);
         }
         let xv = x.to_f32_vec();
         let row_bytes = self.ty.bytes_for(k)?;
         let native = ctx.backend() == BackendKind::Native;
         if let Some(fmt) = float_row(self.ty) {
-            let dot = |w: &[u8], a: &[f32]| {
-                if native {
-                    fdot::dot_float(fmt, w, a)
-                } else {
-                    fdot::dot_float_scalar(fmt, w, a)
-                }
-            };
-            return self.rows_times(&ctx, m, k, &xv, k, row_bytes, native, |w, a| dot(w, a));
+            let kern = if native { fdot::row_kernel(fmt) } else { scalar_float(fmt) };
+            // SAFETY: every weight row holds `k` values of `fmt`, every activation row `k` f32.
+            return self.rows_times(&ctx, m, k, &xv, k, row_bytes, native, |w, a| unsafe { kern(w, a) });
         }
         let kf = kformat(self.ty);
         // Activation rows in Q8_K for the K-quants, Q8_0 otherwise.
@@ -162,22 +174,22 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 None => qdot::quantize_row_q8_0(row, q),
             }
         }
-        let dot = |w: &[u8], a: &[u8]| -> f32 {
-            match (self.ty, kf, native) {
-                (_, Some(f), true) => qdot_k::dot_k_q8_k(f, w, a),
-                (_, Some(f), false) => qdot_k::dot_k_q8_k_scalar(f, w, a),
-                (GgmlType::Q8_0, _, true) => qdot::dot_q8_0_q8_0(w, a),
-                (GgmlType::Q8_0, _, false) => qdot::dot_q8_0_q8_0_scalar(w, a),
-                (_, _, true) => qdot::dot_q4_0_q8_0(w, a),
-                (_, _, false) => qdot::dot_q4_0_q8_0_scalar(w, a),
-            }
+        let kern: qdot::RowDot = match (kf, native) {
+            (Some(f), true) => qdot_k::row_kernel(f),
+            (Some(f), false) => scalar_k(f),
+            (None, true) => qdot::row_kernel(self.ty == GgmlType::Q4_0),
+            (None, false) if self.ty == GgmlType::Q4_0 => |w, a| qdot::dot_q4_0_q8_0_scalar(w, a),
+            (None, false) => |w, a| qdot::dot_q8_0_q8_0_scalar(w, a),
         };
-        self.rows_times(&ctx, m, k, &qa, a_row, row_bytes, native, dot)
+        // SAFETY: weight rows are whole blocks of the format, activation rows the matching
+        // number of Q8_0/Q8_K blocks; `kern` was chosen for this CPU.
+        self.rows_times(&ctx, m, k, &qa, a_row, row_bytes, native, |w, a| unsafe { kern(w, a) })
     }
 
     /// `out[i, j] = dot(weight row j, activation row i)` for `m` activation rows of `a_row`
     /// elements each. Weight rows are the outer loop (each streams from memory once, then
-    /// stays in L1 while it meets every activation row); chunks of weight rows go to the pool.
+    /// stays in L1 while it meets every activation row); a few chunks of weight rows per
+    /// thread go to the pool.
     #[allow(clippy::too_many_arguments)]
     fn rows_times<T: Sync, B: Axis>(
         &self,
@@ -191,24 +203,30 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         dot: impl Fn(&[u8], &[T]) -> f32 + Sync,
     ) -> Result<Tensor<(B, O)>> {
         let n = self.rows;
-        let mut out_t = vec![0.0f32; n * m];
+        if m == 0 || n == 0 {
+            return Tensor::from_vec(Vec::<f32>::new(), &[m, n]);
+        }
+        let parallel = native && m * n * k >= 1 << 17 && ctx.threads() > 1;
+        // About eight chunks per thread balance uneven progress without paying much per task.
+        let per = if parallel { n.div_ceil(8 * ctx.threads()).clamp(8, 1024) } else { n };
         let data: &[u8] = &self.data;
         let fill = |(c, chunk): (usize, &mut [f32])| {
             for (jj, col) in chunk.chunks_mut(m).enumerate() {
-                let j = c * 16 + jj;
+                let j = c * per + jj;
                 let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
                 for (i, o) in col.iter_mut().enumerate() {
                     *o = dot(wrow, &acts[i * a_row..(i + 1) * a_row]);
                 }
             }
         };
-        if m == 0 || n == 0 {
-            return Tensor::from_vec(Vec::<f32>::new(), &[m, n]);
-        }
-        if native && m * n * k >= 1 << 18 {
-            ctx.install(|| out_t.par_chunks_mut(16 * m).enumerate().for_each(fill));
+        let mut out_t = vec![0.0f32; n * m];
+        if parallel {
+            ctx.install(|| out_t.par_chunks_mut(per * m).enumerate().for_each(fill));
         } else {
-            out_t.chunks_mut(16 * m).enumerate().for_each(fill);
+            out_t.chunks_mut(per * m).enumerate().for_each(fill);
+        }
+        if m == 1 {
+            return Tensor::from_vec(out_t, &[1, n]);
         }
         let mut out = vec![0.0f32; m * n];
         for j in 0..n {
@@ -217,6 +235,26 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             }
         }
         Tensor::from_vec(out, &[m, n])
+    }
+}
+
+/// The scalar-spec kernel of a float row format.
+fn scalar_float(fmt: FloatRow) -> fdot::RowDot {
+    match fmt {
+        FloatRow::F32 => |w, a| fdot::dot_float_scalar(FloatRow::F32, w, a),
+        FloatRow::F16 => |w, a| fdot::dot_float_scalar(FloatRow::F16, w, a),
+        FloatRow::BF16 => |w, a| fdot::dot_float_scalar(FloatRow::BF16, w, a),
+    }
+}
+
+/// The scalar-spec kernel of a K-quant format.
+fn scalar_k(f: KFormat) -> qdot::RowDot {
+    match f {
+        KFormat::Q2K => |w, a| qdot_k::dot_k_q8_k_scalar(KFormat::Q2K, w, a),
+        KFormat::Q3K => |w, a| qdot_k::dot_k_q8_k_scalar(KFormat::Q3K, w, a),
+        KFormat::Q4K => |w, a| qdot_k::dot_k_q8_k_scalar(KFormat::Q4K, w, a),
+        KFormat::Q5K => |w, a| qdot_k::dot_k_q8_k_scalar(KFormat::Q5K, w, a),
+        KFormat::Q6K => |w, a| qdot_k::dot_k_q8_k_scalar(KFormat::Q6K, w, a),
     }
 }
 

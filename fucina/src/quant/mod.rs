@@ -63,6 +63,59 @@ pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
     })
 }
 
+/// Decodes `out.len()` values of type `ty` from `bytes` (exactly that many) into `out`
+/// without allocating for the formats with matmul kernels (F32, F16, BF16, Q8_0, Q4_0,
+/// Q2_K..Q6_K); the values are identical to [`dequantize`]'s.
+pub fn dequantize_into(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
+    use crate::backend::fdot::{decode_row, FloatRow};
+    use crate::backend::qdot_k::{unpack, KFormat, QK_K};
+    let n = out.len();
+    let need = ty.bytes_for(n)?;
+    if bytes.len() != need {
+        return Err(FucinaError::InvalidArgument {
+            op: "dequantize",
+            msg: format!("{n} values of {ty:?} take {need} bytes, got {}", bytes.len()),
+        });
+    }
+    let kf = match ty {
+        GgmlType::F32 => return Ok(decode_row(FloatRow::F32, bytes, out)),
+        GgmlType::F16 => return Ok(decode_row(FloatRow::F16, bytes, out)),
+        GgmlType::BF16 => return Ok(decode_row(FloatRow::BF16, bytes, out)),
+        GgmlType::Q8_0 => {
+            for (b, o) in bytes.chunks_exact(34).zip(out.chunks_exact_mut(32)) {
+                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for (v, q) in o.iter_mut().zip(&b[2..]) {
+                    *v = *q as i8 as f32 * d;
+                }
+            }
+            return Ok(());
+        }
+        GgmlType::Q4_0 => {
+            for (b, o) in bytes.chunks_exact(18).zip(out.chunks_exact_mut(32)) {
+                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for i in 0..16 {
+                    o[i] = d * ((b[2 + i] & 0x0F) as i8 - 8) as f32;
+                    o[i + 16] = d * ((b[2 + i] >> 4) as i8 - 8) as f32;
+                }
+            }
+            return Ok(());
+        }
+        GgmlType::Q2_K => KFormat::Q2K,
+        GgmlType::Q3_K => KFormat::Q3K,
+        GgmlType::Q4_K => KFormat::Q4K,
+        GgmlType::Q5_K => KFormat::Q5K,
+        GgmlType::Q6_K => KFormat::Q6K,
+        _ => {
+            out.copy_from_slice(&dequantize(ty, bytes, n)?);
+            return Ok(());
+        }
+    };
+    for (b, o) in bytes.chunks_exact(kf.block_bytes()).zip(out.chunks_exact_mut(QK_K)) {
+        unpack(kf, b).values(o);
+    }
+    Ok(())
+}
+
 /// Decodes `n` values of type `ty` from `bytes` (which must hold exactly that many).
 pub fn dequantize(ty: GgmlType, bytes: &[u8], n: usize) -> Result<Vec<f32>> {
     let need = ty.bytes_for(n)?;

@@ -447,3 +447,105 @@ fn gemv_axpy(
         }
     }
 }
+
+/// Columns of C one task of [`gemm_decoded`] owns: its slice of B (`KC x JB`) stays in L2
+/// while every row panel of A meets it.
+const JB: usize = 256;
+
+/// `c [m, n] = a [m, k] * B` where B's column `j` (a weight row) is produced on demand by
+/// `decode(j, p0, out)`, which writes B[p0..p0+out.len(), j]: the GEMM of a weight stored
+/// in a compressed format (f16, bf16, a block format), decoded while packing so that no
+/// f32 copy of the weight exists. Each element of B is decoded exactly once.
+pub fn gemm_decoded(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    decode: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+    c: &mut [f32],
+    parallel: bool,
+) {
+    assert!(a.len() >= m * k && c.len() >= m * n, "gemm_decoded: operand sizes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => decoded::<12, 32>(m, n, k, a, decode, c, parallel, kernel_avx512),
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2Fma => decoded::<6, 16>(m, n, k, a, decode, c, parallel, kernel_avx2),
+        _ => decoded::<6, 16>(m, n, k, a, decode, c, parallel, kernel_portable::<6, 16>),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decoded<const MR: usize, const NR: usize>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    decode: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+    c: &mut [f32],
+    parallel: bool,
+    kern: MicroKernel,
+) {
+    c[..m * n].fill(0.0);
+    if k == 0 {
+        return;
+    }
+    let m_pad = m.div_ceil(MR) * MR;
+    let k_blocks = k.div_ceil(KC);
+    // A packed once, whole: block `kb` holds MR-row panels of its kc columns.
+    let mut ap = vec![0.0f32; m_pad * k];
+    {
+        let amat = MatRef { data: FloatSlice::F32(a), offset: 0, bs: 0, rs: k, cs: 1 };
+        let pack = |(kb, dst): (usize, &mut [f32])| {
+            let pc = kb * KC;
+            let kc = KC.min(k - pc);
+            pack_a::<MR>(&amat, 0, 0, m, pc, kc, &mut dst[..m_pad * kc]);
+        };
+        if parallel {
+            ap.par_chunks_mut(m_pad * KC).enumerate().for_each(pack);
+        } else {
+            ap.chunks_mut(m_pad * KC).enumerate().for_each(pack);
+        }
+    }
+    let cp = CPtr(c.as_mut_ptr());
+    let ap = &ap;
+    let task = |t: usize| {
+        let base = cp;
+        let j0 = t * JB;
+        let cols = JB.min(n - j0);
+        let panels = cols.div_ceil(NR);
+        with_buffer(&BPACK, KC * panels * NR + KC, |buf| {
+            let (bp, row) = buf.split_at_mut(KC * panels * NR);
+            for kb in 0..k_blocks {
+                let pc = kb * KC;
+                let kc = KC.min(k - pc);
+                let bp = &mut bp[..kc * panels * NR];
+                for (jp, panel) in bp.chunks_mut(kc * NR).enumerate() {
+                    let jc = NR.min(cols - jp * NR);
+                    if jc < NR {
+                        panel.fill(0.0);
+                    }
+                    for jj in 0..jc {
+                        let r = &mut row[..kc];
+                        decode(j0 + jp * NR + jj, pc, r);
+                        for (p, v) in r.iter().enumerate() {
+                            panel[p * NR + jj] = *v;
+                        }
+                    }
+                }
+                let apk = &ap[kb * m_pad * KC..][..m_pad * kc];
+                // SAFETY: task t writes only columns j0..j0+cols of C (all rows).
+                unsafe { macro_block::<MR, NR>(apk, bp, kc, 0, m, 0, cols, n, CPtr(base.0.add(j0)), kern) };
+            }
+        });
+    };
+    let tasks = n.div_ceil(JB);
+    if parallel {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+}

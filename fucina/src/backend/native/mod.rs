@@ -2,12 +2,14 @@
 //!
 //! Every kernel here has a twin in `scalar`; the parity suite checks they agree.
 
+mod attention;
 mod elementwise;
 mod gemm;
+pub use gemm::gemm_decoded;
 mod reduce;
 pub mod simd;
 
-use super::{BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};
+use super::{Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};
 use rayon::prelude::*;
 
 thread_local! {
@@ -101,6 +103,10 @@ impl Kernels for Native {
 
     fn gemm(&self, g: &Gemm<'_>, c: &mut [f32]) {
         gemm::gemm(g, c)
+    }
+
+    fn attention(&self, p: &Attention<'_>, out: &mut [f32]) {
+        attention::attention(p, out)
     }
 
     fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {

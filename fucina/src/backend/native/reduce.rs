@@ -136,6 +136,18 @@ pub fn softmax(x: &[f32], r: usize, cols: usize, log: bool, out: &mut [f32]) {
     rows(RowKind::Softmax { log }, x, r, cols, out)
 }
 
+/// Softmax over rows on the calling thread (for callers already running on the pool).
+pub fn softmax_serial(x: &[f32], r: usize, cols: usize, out: &mut [f32]) {
+    for (o, xr) in out[..r * cols].chunks_mut(cols).zip(x[..r * cols].chunks(cols)) {
+        match simd::level() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: has_avx2 holds only when the CPU has AVX2 and FMA.
+            l if l.has_avx2() => unsafe { row_ops_avx2(RowKind::Softmax { log: false }, xr, o) },
+            _ => row_ops::<Unfused>(RowKind::Softmax { log: false }, xr, o),
+        }
+    }
+}
+
 /// RMS norm over rows.
 pub fn rms_norm(x: &[f32], r: usize, cols: usize, w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
     rows(RowKind::Rms { w, eps }, x, r, cols, out)

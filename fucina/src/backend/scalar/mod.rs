@@ -1,8 +1,8 @@
 //! The scalar backend: the obvious loops, in the obvious order. This is the spec.
 
 use super::{
-    binary_scalar, strided_offset, unary_scalar, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, ReduceOp, Strided,
-    UnaryOp,
+    binary_scalar, strided_offset, unary_scalar, Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, ReduceOp,
+    Strided, UnaryOp,
 };
 
 /// Plain single-threaded loops.
@@ -110,6 +110,33 @@ impl Kernels for Scalar {
                         acc += av * bv;
                     }
                     c[(bt * g.m + i) * g.n + j] = acc;
+                }
+            }
+        }
+    }
+
+    fn attention(&self, p: &Attention<'_>, out: &mut [f32]) {
+        let mut scores = vec![0.0f32; p.t];
+        for i in 0..p.s {
+            let n = p.visible(i);
+            for h in 0..p.h {
+                for gi in 0..p.g {
+                    let q = &p.q[((i * p.h + h) * p.g + gi) * p.dk..][..p.dk];
+                    for (j, sc) in scores[..n].iter_mut().enumerate() {
+                        let dot: f32 = (0..p.dk).map(|d| q[d] * p.k.get(h, j, d)).sum();
+                        *sc = dot * p.scale;
+                    }
+                    let m = scores[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0.0f32;
+                    for sc in scores[..n].iter_mut() {
+                        *sc = (*sc - m).exp();
+                        sum += *sc;
+                    }
+                    let o = &mut out[((i * p.h + h) * p.g + gi) * p.dv..][..p.dv];
+                    for (d, od) in o.iter_mut().enumerate() {
+                        let acc: f32 = (0..n).map(|j| scores[j] * p.v.get(h, j, d)).sum();
+                        *od = if n == 0 { 0.0 } else { acc / sum };
+                    }
                 }
             }
         }

@@ -1,0 +1,328 @@
+//! Synthetic model files: random weights in real shapes, written as GGUF with llama.cpp's
+//! names and metadata, for benchmarks (a Qwen3-0.6B-sized file that both fucina and
+//! llama.cpp load) and for tests that need sizes the committed tiny model lacks.
+//!
+//! The tokenizer is the committed tiny model's byte-level BPE, padded with control tokens up
+//! to the requested vocabulary size, so every file also tokenizes real text.
+
+use fucina::formats::gguf::{assign_offsets, write_gguf_to, GgufFile, GgufHeader, TensorInfo, Value};
+use fucina::quant::{quantize, GgmlType};
+use fucina::rng::{box_muller, Philox};
+use fucina::{FucinaError, Result};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// How a tensor's random values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Normal with this standard deviation (matrices, embeddings).
+    Normal(f32),
+    /// `1 + noise` (RMSNorm weights).
+    NormWeight,
+    /// Normal with this standard deviation, kept f32 (small vectors such as router biases).
+    SmallF32(f32),
+}
+
+/// One tensor of a synthetic file: GGUF name, row-major shape, initialisation.
+#[derive(Debug, Clone)]
+pub struct SynthTensor {
+    /// GGUF name, e.g. `blk.0.attn_q.weight`.
+    pub name: String,
+    /// Row-major sizes (slowest first).
+    pub shape: Vec<usize>,
+    /// Value distribution; matrices are stored in the file's target format.
+    pub init: Init,
+}
+
+impl SynthTensor {
+    /// A 2-D weight `[rows, cols]` stored in the target format.
+    pub fn matrix(name: impl Into<String>, rows: usize, cols: usize) -> SynthTensor {
+        SynthTensor { name: name.into(), shape: vec![rows, cols], init: Init::Normal(0.02) }
+    }
+
+    /// A 3-D stack of matrices `[n, rows, cols]` (MoE experts) in the target format.
+    pub fn stack(name: impl Into<String>, n: usize, rows: usize, cols: usize) -> SynthTensor {
+        SynthTensor { name: name.into(), shape: vec![n, rows, cols], init: Init::Normal(0.02) }
+    }
+
+    /// An RMSNorm weight of `n` values, kept f32.
+    pub fn norm(name: impl Into<String>, n: usize) -> SynthTensor {
+        SynthTensor { name: name.into(), shape: vec![n], init: Init::NormWeight }
+    }
+}
+
+/// A synthetic model: metadata (architecture keys included) and its tensors.
+#[derive(Debug, Clone)]
+pub struct SynthModel {
+    /// `general.architecture`.
+    pub arch: String,
+    /// Metadata besides the tokenizer, in file order.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensors in file order.
+    pub tensors: Vec<SynthTensor>,
+    /// Vocabulary size (rows of `token_embd`).
+    pub vocab: usize,
+}
+
+/// The dense Qwen3 shapes of [`qwen3`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Qwen3Shape {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// MLP inner width (dense), or each expert's inner width (MoE).
+    pub ffn: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Width of a head.
+    pub head_dim: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Context length written to the metadata.
+    pub context: usize,
+    /// `Some((experts, experts_used))` for Qwen3-MoE.
+    pub moe: Option<(usize, usize)>,
+    /// Whether the output head is tied to the embedding (no `output.weight`).
+    pub tied: bool,
+}
+
+impl Qwen3Shape {
+    /// Qwen3-0.6B: 28 layers, hidden 1024, 16/8 heads of 128, MLP 3072, vocab 151936, tied.
+    pub const QWEN3_0_6B: Qwen3Shape = Qwen3Shape {
+        layers: 28,
+        hidden: 1024,
+        ffn: 3072,
+        heads: 16,
+        kv_heads: 8,
+        head_dim: 128,
+        vocab: 151_936,
+        context: 40_960,
+        moe: None,
+        tied: true,
+    };
+}
+
+/// A Qwen3 (dense or MoE) in llama.cpp's `qwen3` / `qwen3moe` layout.
+pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
+    let arch = if s.moe.is_some() { "qwen3moe" } else { "qwen3" };
+    let k = |n: &str| format!("{arch}.{n}");
+    let mut metadata = vec![
+        ("general.architecture".to_string(), Value::String(arch.as_bytes().to_vec())),
+        ("general.name".to_string(), Value::String(b"fucina synthetic (random weights)".to_vec())),
+        (k("context_length"), Value::U32(s.context as u32)),
+        (k("embedding_length"), Value::U32(s.hidden as u32)),
+        (k("feed_forward_length"), Value::U32(s.ffn as u32)),
+        (k("block_count"), Value::U32(s.layers as u32)),
+        (k("attention.head_count"), Value::U32(s.heads as u32)),
+        (k("attention.head_count_kv"), Value::U32(s.kv_heads as u32)),
+        (k("attention.key_length"), Value::U32(s.head_dim as u32)),
+        (k("attention.value_length"), Value::U32(s.head_dim as u32)),
+        (k("rope.freq_base"), Value::F32(1_000_000.0)),
+        (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+    ];
+    if let Some((n, used)) = s.moe {
+        metadata.push((k("expert_count"), Value::U32(n as u32)));
+        metadata.push((k("expert_used_count"), Value::U32(used as u32)));
+        metadata.push((k("expert_feed_forward_length"), Value::U32(s.ffn as u32)));
+    }
+    let (h, qd, kvd) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let mut t = vec![SynthTensor::matrix("token_embd.weight", s.vocab, h)];
+    for l in 0..s.layers {
+        let n = |x: &str| format!("blk.{l}.{x}.weight");
+        t.push(SynthTensor::norm(n("attn_norm"), h));
+        t.push(SynthTensor::matrix(n("attn_q"), qd, h));
+        t.push(SynthTensor::matrix(n("attn_k"), kvd, h));
+        t.push(SynthTensor::matrix(n("attn_v"), kvd, h));
+        t.push(SynthTensor::matrix(n("attn_output"), h, qd));
+        t.push(SynthTensor::norm(n("attn_q_norm"), s.head_dim));
+        t.push(SynthTensor::norm(n("attn_k_norm"), s.head_dim));
+        t.push(SynthTensor::norm(n("ffn_norm"), h));
+        match s.moe {
+            None => {
+                t.push(SynthTensor::matrix(n("ffn_gate"), s.ffn, h));
+                t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
+                t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
+            }
+            Some((e, _)) => {
+                let mut router = SynthTensor::matrix(n("ffn_gate_inp"), e, h);
+                // The router stays f32 (llama.cpp keeps it so too) and gets a wider spread so
+                // that routing decisions are not near-ties.
+                router.init = Init::SmallF32(0.5);
+                t.push(router);
+                t.push(SynthTensor::stack(n("ffn_gate_exps"), e, s.ffn, h));
+                t.push(SynthTensor::stack(n("ffn_up_exps"), e, s.ffn, h));
+                t.push(SynthTensor::stack(n("ffn_down_exps"), e, h, s.ffn));
+            }
+        }
+    }
+    t.push(SynthTensor::norm("output_norm.weight", h));
+    if !s.tied {
+        t.push(SynthTensor::matrix("output.weight", s.vocab, h));
+    }
+    SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab }
+}
+
+/// The tokenizer metadata of the committed tiny Qwen3, its vocabulary padded with control
+/// tokens `<|fucina_pad_N|>` to `vocab` entries.
+pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
+    let tiny = GgufFile::open(crate::llm::cli::default_model())?;
+    let mut out = Vec::new();
+    for (key, v) in &tiny.header().metadata {
+        if !key.starts_with("tokenizer.") {
+            continue;
+        }
+        let v = match (key.as_str(), v) {
+            ("tokenizer.ggml.tokens", Value::Array(et, items)) => {
+                let mut items = items.clone();
+                check_vocab(items.len(), vocab)?;
+                items.extend((items.len()..vocab).map(|i| Value::String(format!("<|fucina_pad_{i}|>").into_bytes())));
+                Value::Array(*et, items)
+            }
+            ("tokenizer.ggml.token_type", Value::Array(et, items)) => {
+                let mut items = items.clone();
+                check_vocab(items.len(), vocab)?;
+                items.resize(vocab, Value::I32(3));
+                Value::Array(*et, items)
+            }
+            _ => v.clone(),
+        };
+        out.push((key.clone(), v));
+    }
+    Ok(out)
+}
+
+fn check_vocab(have: usize, want: usize) -> Result<()> {
+    if want < have {
+        return Err(FucinaError::InvalidArgument {
+            op: "synth",
+            msg: format!("a vocabulary of {want} is smaller than the tokenizer's {have} tokens"),
+        });
+    }
+    Ok(())
+}
+
+/// The storage format of tensor `t` in a file whose matrices are `ty`: matrices whose rows
+/// are not whole blocks of `ty` fall back to F16 (llama-quantize does the same), norms and
+/// f32-kept vectors stay F32.
+pub fn format_of(t: &SynthTensor, ty: GgmlType) -> GgmlType {
+    match t.init {
+        Init::NormWeight | Init::SmallF32(_) => GgmlType::F32,
+        Init::Normal(_) if t.shape.last().is_some_and(|c| c % ty.block_size() == 0) => ty,
+        Init::Normal(_) => GgmlType::F16,
+    }
+}
+
+/// Writes `m` to `path` with matrices in `ty`, values drawn from Philox(`seed`) per tensor
+/// (tensor `i` uses stream `i`, so the values do not depend on the format). `progress(i, n)`
+/// is called per tensor. The file is streamed; one tensor is in memory at a time.
+pub fn write(
+    m: &SynthModel,
+    ty: GgmlType,
+    seed: u64,
+    path: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<()> {
+    let mut metadata = m.metadata.clone();
+    metadata.push(("general.file_type".into(), Value::U32(file_type(ty))));
+    metadata.push(("general.alignment".into(), Value::U32(32)));
+    metadata.extend(padded_tokenizer(m.vocab)?);
+    let tensors = m
+        .tensors
+        .iter()
+        .map(|t| TensorInfo {
+            name: t.name.clone(),
+            dims: t.shape.iter().rev().map(|&d| d as u64).collect(),
+            ty: format_of(t, ty),
+            offset: 0,
+        })
+        .collect();
+    let mut header = GgufHeader { version: 3, metadata, tensors, alignment: 32, data_offset: 0 };
+    assign_offsets(&mut header)?;
+    let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    let rng = Philox::new(seed);
+    let n = m.tensors.len();
+    write_gguf_to(&mut w, &header, |i| {
+        progress(i, n);
+        let t = &m.tensors[i];
+        let values = draw(&rng, i as u64, t);
+        let row = *t.shape.last().unwrap_or(&1);
+        Ok(Cow::Owned(encode_rows(format_of(t, ty), &values, row)?))
+    })?;
+    std::io::Write::flush(&mut w).map_err(io)?;
+    progress(n, n);
+    Ok(())
+}
+
+/// llama.cpp's `general.file_type` for an all-`ty` file.
+fn file_type(ty: GgmlType) -> u32 {
+    crate::quantize::TARGETS.iter().find(|(_, t, _)| *t == ty).map_or(0, |(_, _, f)| *f)
+}
+
+/// The values of tensor `t`, from Philox stream `stream`.
+fn draw(rng: &Philox, stream: u64, t: &SynthTensor) -> Vec<f32> {
+    let n: usize = t.shape.iter().product();
+    let mut v = vec![0.0f32; n];
+    v.par_chunks_mut(4096).enumerate().for_each(|(c, out)| {
+        for (j, pair) in out.chunks_mut(4).enumerate() {
+            let r = rng.at(stream, (c * 1024 + j) as u64);
+            let (a, b) = box_muller(r[0], r[1]);
+            let (x, y) = box_muller(r[2], r[3]);
+            for (o, z) in pair.iter_mut().zip([a, b, x, y]) {
+                *o = match t.init {
+                    Init::Normal(s) | Init::SmallF32(s) => z * s,
+                    Init::NormWeight => 1.0 + 0.1 * z,
+                };
+            }
+        }
+    });
+    v
+}
+
+/// Encodes rows of `row` values as `ty`, in parallel.
+fn encode_rows(ty: GgmlType, x: &[f32], row: usize) -> Result<Vec<u8>> {
+    let rows_per = (65536 / row.max(1)).max(1);
+    let parts: Vec<Vec<u8>> = x.par_chunks(row * rows_per).map(|c| quantize(ty, c)).collect::<Result<_>>()?;
+    Ok(parts.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_loadable_padded_file() {
+        let s = Qwen3Shape {
+            layers: 1,
+            hidden: 64,
+            ffn: 96,
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 32,
+            vocab: 800,
+            context: 128,
+            moe: None,
+            tied: false,
+        };
+        let path = std::env::temp_dir().join(format!("fucina-synth-{}.gguf", std::process::id()));
+        write(&qwen3(&s), GgmlType::Q8_0, 7, &path, |_, _| {}).unwrap();
+        let f = GgufFile::open(&path).unwrap();
+        let tok = crate::llm::Tokenizer::from_gguf(f.header()).unwrap();
+        assert_eq!(tok.vocab_size(), 800);
+        assert_eq!(tok.token_id("<|fucina_pad_799|>"), Some(799));
+        let ty = |n: &str| f.header().tensors.iter().find(|t| t.name == n).unwrap().ty;
+        assert_eq!(ty("blk.0.attn_q.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.0.ffn_down.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.0.attn_norm.weight"), GgmlType::F32);
+        // Rows of 96 are not Q4_K blocks: that matrix falls back to F16.
+        let w = qwen3(&s);
+        let down = w.tensors.iter().find(|t| t.name == "blk.0.ffn_down.weight").unwrap();
+        assert_eq!(format_of(down, GgmlType::Q4_K), GgmlType::F16);
+        std::fs::remove_file(&path).ok();
+        assert!(padded_tokenizer(10).is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! Scaled dot-product attention with grouped query heads, as one op: the scores, the
+//! (optionally causal) softmax and the weighted sum of values in one kernel call, reading
+//! keys and values in place (e.g. zero-copy views of a KV cache, f32 or f16).
+
+use super::{contiguous_f32, float_slice, F32Data};
+use crate::axis::{group, kv_head, kv_seq, seq};
+use crate::backend::{Attention, HeadRows};
+use crate::error::{FucinaError, Result};
+use crate::exec::graph::record;
+use crate::exec::ExecContext;
+use crate::tensor::axes::Axis;
+use crate::tensor::{RawTensor, Tensor};
+
+/// Keys or values as head rows: the tensor's own storage when its last axis is
+/// contiguous, else a contiguous copy.
+fn head_rows(ctx: &ExecContext, t: &RawTensor, what: &'static str) -> Result<(RawTensor, usize, usize)> {
+    let l = t.layout();
+    let t = if l.strides()[2] == 1 || l.shape()[2] <= 1 {
+        t.detached()
+    } else {
+        let data = match contiguous_f32(ctx, t, what)? {
+            F32Data::Borrowed(s) => s.to_vec(),
+            F32Data::Owned(v) => v,
+        };
+        ctx.wrap_f32(data, t.shape())?
+    };
+    let (hs, rs) = (t.layout().strides()[0], t.layout().strides()[1]);
+    float_slice(&t, what)?;
+    Ok((t, hs, rs))
+}
+
+/// Grouped-query scaled dot-product attention: `softmax(scale * q k^T [+ causal mask]) v`.
+///
+/// `q [seq, kv_head, group, D]` holds `group` query heads per key/value head; `k
+/// [kv_head, kv_seq, D]` and `v [kv_head, kv_seq, V]` may be views (a KV cache's filled
+/// prefix) in f32, f16 or bf16. With `causal = Some(p0)`, query `i` is at position `p0 + i`
+/// and sees keys `0..=p0 + i`. The result is `[seq, kv_head, group, V]`, f32. Recorded with
+/// its backward (gradients for `q`, `k` and `v`).
+pub fn attention<D: Axis, V: Axis>(
+    q: &Tensor<(seq, kv_head, group, D)>,
+    k: &Tensor<(kv_head, kv_seq, D)>,
+    v: &Tensor<(kv_head, kv_seq, V)>,
+    scale: f32,
+    causal: Option<usize>,
+) -> Result<Tensor<(seq, kv_head, group, V)>> {
+    let ctx = ExecContext::current();
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let (s, h, g, dk) = (qs[0], qs[1], qs[2], qs[3]);
+    let (t, dv) = (ks[1], vs[2]);
+    for (axis, a, b) in [("kv_head", h, ks[0]), ("kv_head", h, vs[0]), (D::NAME, dk, ks[2]), ("kv_seq", t, vs[1])] {
+        if a != b {
+            return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: a, right: b });
+        }
+    }
+    if let Some(p0) = causal {
+        if p0 + s > t {
+            return Err(FucinaError::InvalidArgument {
+                op: "attention",
+                msg: format!("queries at positions {p0}..{} but only {t} keys", p0 + s),
+            });
+        }
+    }
+    let qd = contiguous_f32(&ctx, q.raw(), "attention")?;
+    let (kr, khs, krs) = head_rows(&ctx, k.raw(), "attention keys")?;
+    let (vr, vhs, vrs) = head_rows(&ctx, v.raw(), "attention values")?;
+    let p = Attention {
+        q: &qd,
+        k: HeadRows { data: float_slice(&kr, "attention")?, offset: kr.layout().offset(), head: khs, row: krs },
+        v: HeadRows { data: float_slice(&vr, "attention")?, offset: vr.layout().offset(), head: vhs, row: vrs },
+        s,
+        h,
+        g,
+        t,
+        dk,
+        dv,
+        scale,
+        causal,
+    };
+    let mut out = ctx.alloc(s * h * g * dv);
+    ctx.run(s * t * h * g * (dk + dv), |kern| kern.attention(&p, &mut out));
+    let y = ctx.wrap_f32(out, &[s, h, g, dv])?;
+    let inputs = [q.raw(), k.raw(), v.raw()];
+    let (qd, kd, vd) = (q.raw().detached(), k.raw().detached(), v.raw().detached());
+    let y = record(y, &inputs, move || {
+        Box::new(move |gy: &RawTensor| {
+            let ctx = ExecContext::current();
+            let dims = Dims { s, h, g, t, dk, dv, scale, causal };
+            let (dq, dkk, dvv) = backward(&ctx, &dims, &qd, &kd, &vd, gy)?;
+            Ok(vec![
+                Some(ctx.wrap_f32(dq, &[s, h, g, dk])?),
+                Some(ctx.wrap_f32(dkk, &[h, t, dk])?),
+                Some(ctx.wrap_f32(dvv, &[h, t, dv])?),
+            ])
+        })
+    });
+    Tensor::from_raw(y)
+}
+
+/// The sizes of one attention call.
+struct Dims {
+    s: usize,
+    h: usize,
+    g: usize,
+    t: usize,
+    dk: usize,
+    dv: usize,
+    scale: f32,
+    causal: Option<usize>,
+}
+
+/// Gradients of q, k and v, recomputing the probabilities: with `P = softmax(S)`,
+/// `dV = P^T dY`, `dP = dY V^T`, `dS = P (dP - rowsum(dP P))`, `dQ = scale dS K`,
+/// `dK = scale dS^T Q`.
+fn backward(
+    ctx: &ExecContext,
+    d: &Dims,
+    q: &RawTensor,
+    k: &RawTensor,
+    v: &RawTensor,
+    gy: &RawTensor,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let (q, k, v, gy) = (
+        contiguous_f32(ctx, q, "attention backward")?,
+        contiguous_f32(ctx, k, "attention backward")?,
+        contiguous_f32(ctx, v, "attention backward")?,
+        contiguous_f32(ctx, gy, "attention backward")?,
+    );
+    let (q, k, v, gy): (&[f32], &[f32], &[f32], &[f32]) = (&q, &k, &v, &gy);
+    let mut dq = vec![0.0f32; d.s * d.h * d.g * d.dk];
+    let mut dk = vec![0.0f32; d.h * d.t * d.dk];
+    let mut dv = vec![0.0f32; d.h * d.t * d.dv];
+    let mut p = vec![0.0f32; d.t];
+    let mut dp = vec![0.0f32; d.t];
+    for i in 0..d.s {
+        let n = match d.causal {
+            Some(p0) => (p0 + i + 1).min(d.t),
+            None => d.t,
+        };
+        for hh in 0..d.h {
+            for gi in 0..d.g {
+                let row = (i * d.h + hh) * d.g + gi;
+                let qr = &q[row * d.dk..(row + 1) * d.dk];
+                let gr = &gy[row * d.dv..(row + 1) * d.dv];
+                for j in 0..n {
+                    let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
+                    p[j] = d.scale * qr.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>();
+                }
+                let m = p[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut z = 0.0f32;
+                for pj in p[..n].iter_mut() {
+                    *pj = (*pj - m).exp();
+                    z += *pj;
+                }
+                let mut dot = 0.0f32;
+                for j in 0..n {
+                    p[j] /= z;
+                    let vr = &v[(hh * d.t + j) * d.dv..][..d.dv];
+                    dp[j] = gr.iter().zip(vr).map(|(a, b)| a * b).sum();
+                    dot += dp[j] * p[j];
+                    for (o, gv) in dv[(hh * d.t + j) * d.dv..][..d.dv].iter_mut().zip(gr) {
+                        *o += p[j] * gv;
+                    }
+                }
+                for j in 0..n {
+                    let ds = d.scale * p[j] * (dp[j] - dot);
+                    let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
+                    for (o, kv) in dq[row * d.dk..(row + 1) * d.dk].iter_mut().zip(kr) {
+                        *o += ds * kv;
+                    }
+                    for (o, qv) in dk[(hh * d.t + j) * d.dk..][..d.dk].iter_mut().zip(qr) {
+                        *o += ds * qv;
+                    }
+                }
+            }
+        }
+    }
+    Ok((dq, dk, dv))
+}
