@@ -21,7 +21,7 @@ fn main() {
         let path = a.lm.model.clone().unwrap_or_else(default_model);
         let ctx = a.lm.context()?;
         let _g = ctx.enter();
-        let file = ModelFile::open(&path, &["qwen3"])?;
+        let file = ModelFile::open_with(&path, &["qwen3"], a.lm.no_mmap)?;
         let model = Qwen3::load(&file)?;
         let c = &model.config;
         eprintln!(

@@ -39,6 +39,10 @@ pub struct LmArgs {
     /// KV cache length in tokens (default: min(context length, 4096)).
     #[arg(long)]
     pub ctx: Option<usize>,
+    /// Read the whole model into memory (huge pages where the kernel allows) instead of
+    /// mapping the file.
+    #[arg(long)]
+    pub no_mmap: bool,
     /// Keep the KV cache in f16 instead of f32.
     #[arg(long)]
     pub kv_f16: bool,

@@ -16,9 +16,15 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
-    /// Opens `path` and checks that its architecture is one of `accepted`.
+    /// Opens (maps) `path` and checks that its architecture is one of `accepted`.
     pub fn open(path: impl AsRef<std::path::Path>, accepted: &[&str]) -> Result<ModelFile> {
-        let gguf = GgufFile::open(path)?;
+        ModelFile::open_with(path, accepted, false)
+    }
+
+    /// As [`ModelFile::open`]; with `resident`, the file is read into (huge-page) memory
+    /// instead of mapped.
+    pub fn open_with(path: impl AsRef<std::path::Path>, accepted: &[&str], resident: bool) -> Result<ModelFile> {
+        let gguf = if resident { GgufFile::open_resident(path)? } else { GgufFile::open(path)? };
         let arch = gguf
             .header()
             .get("general.architecture")

@@ -111,6 +111,59 @@ mod avx2 {
         unsafe { hsum(acc) }
     }
 
+    /// One Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight row times `R` Q8_0 rows; the
+    /// weight block is loaded and made unsigned once for all rows.
+    #[inline(always)]
+    unsafe fn dot_rows<const Q4: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
+        let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
+        let low = _mm256_set1_epi8(0x0F);
+        let eight = _mm256_set1_epi8(8);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (bi, bw) in w.chunks_exact(wb).enumerate() {
+            // SAFETY (loads): blocks hold their 16 or 32 quant bytes after the 2-byte scale.
+            let x = if Q4 {
+                let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
+                let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+                _mm256_sub_epi8(_mm256_and_si256(both, low), eight)
+            } else {
+                unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
+            };
+            let ax = _mm256_sign_epi8(x, x);
+            // SAFETY: F16C is enabled by the caller.
+            let dw = unsafe { scale_f16c(bw) };
+            for r in 0..R {
+                let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
+                let y = unsafe { _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i) };
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x)), ones);
+                let d = _mm256_set1_ps(dw * unsafe { scale_f16c(ba) });
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+            }
+        }
+        // SAFETY: AVX is enabled by the caller.
+        std::array::from_fn(|r| unsafe { hsum(acc[r]) })
+    }
+
+    /// One Q8_0 row times four Q8_0 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q8_0_q8_0`], for each activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q8_0_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_rows::<false, 4>(w, a) }
+    }
+
+    /// One Q4_0 row times four Q8_0 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q4_0_q8_0`], for each activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4_0_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_rows::<true, 4>(w, a) }
+    }
+
     /// AVX2 Q4_0 x Q8_0.
     ///
     /// # Safety
@@ -168,6 +221,16 @@ pub fn row_kernel(q4: bool) -> RowDot {
     } else {
         |w, a| dot_q8_0_q8_0_scalar(w, a)
     }
+}
+
+/// A four-row Q8_0 (`q4: false`) or Q4_0 (`q4: true`) kernel where the CPU has one.
+pub fn row_kernel_x4(q4: bool) -> Option<super::qdot_k::RowDot4> {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && has_f16c() {
+        return Some(if q4 { avx2::dot_q4_0_x4 } else { avx2::dot_q8_0_x4 });
+    }
+    let _ = q4;
+    None
 }
 
 /// Q8_0 x Q8_0 row dot product on the best available path.

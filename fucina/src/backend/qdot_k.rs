@@ -279,29 +279,30 @@ mod avx2 {
     /// # Safety
     /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
     #[inline(always)]
-    unsafe fn dot_q45k<const Q5: bool>(w: &[u8], a: &[u8]) -> f32 {
+    unsafe fn dot_q45k<const Q5: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
         let bytes = if Q5 { 176 } else { 144 };
         let m4 = _mm256_set1_epi8(0x0F);
         let sixteen = _mm256_set1_epi8(16);
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_m = _mm_setzero_ps();
-        for (b, ba) in w.chunks_exact(bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
-            let da = q8k_d(ba);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_m = [_mm_setzero_ps(); R];
+        for (bi, b) in w.chunks_exact(bytes).enumerate() {
+            let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
             // SAFETY: F16C is enabled by the caller.
-            let (d, dmin) = unsafe { (da * f16c_at(b, 0), da * f16c_at(b, 2)) };
+            let (d, dmin) = unsafe { (f16c_at(b, 0), f16c_at(b, 2)) };
             // SAFETY: SSE2 is part of the caller's AVX2.
             let sm = unsafe { k4_scales_mins(&b[4..16]) };
-            // Minimums: m[j] times the activation sum over the 32 values of scale j.
-            // SAFETY (this block): AVX2 is enabled by the caller; loads stay in the blocks.
-            let bs = unsafe { bsums(ba) };
-            let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
             let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-            let prod = _mm_madd_epi16(mins, pairs);
-            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            for r in 0..R {
+                // Minimums: m[j] times the activation sum over the 32 values of scale j.
+                // SAFETY (this block): AVX2 is enabled by the caller; loads stay in the blocks.
+                let bs = unsafe { bsums(ba[r]) };
+                let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                let prod = _mm_madd_epi16(mins, pairs);
+                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin * q8k_d(ba[r])), _mm_cvtepi32_ps(prod), acc_m[r]);
+            }
             let qs = if Q5 { &b[48..176] } else { &b[16..144] };
             let hm = if Q5 { unsafe { load(&b[16..48]) } } else { _mm256_setzero_si256() };
-            let qa = &ba[4..260];
-            let mut sumi = _mm256_setzero_si256();
+            let mut sumi = [_mm256_setzero_si256(); R];
             for c in 0..4 {
                 let q = unsafe { load(&qs[32 * c..]) };
                 let mut lo = _mm256_and_si256(q, m4);
@@ -313,19 +314,27 @@ mod avx2 {
                     lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
                     hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
                 }
-                let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
                 let s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8)));
                 let s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8 + 1)));
-                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                for r in 0..R {
+                    let qa = &ba[r][4..260];
+                    let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
+                    let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+                    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
+                }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            for r in 0..R {
+                let dd = _mm256_set1_ps(d * q8k_d(ba[r]));
+                acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
         }
-        let m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-        let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        // SAFETY: AVX is enabled by the caller.
-        unsafe { hsum_ps(acc) - _mm_cvtss_f32(m) }
+        std::array::from_fn(|r| {
+            let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
+            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            // SAFETY: AVX is enabled by the caller.
+            unsafe { hsum_ps(acc[r]) - _mm_cvtss_f32(m) }
+        })
     }
 
     /// AVX2 Q4_K row times a Q8_K row.
@@ -335,7 +344,27 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q4k(w: &[u8], a: &[u8]) -> f32 {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_q45k::<false>(w, a) }
+        unsafe { dot_q45k::<false, 1>(w, [a])[0] }
+    }
+
+    /// One Q4_K row times four Q8_K rows (the weight is unpacked once for all four).
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`], for each activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4k_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q45k::<false, 4>(w, a) }
+    }
+
+    /// One Q5_K row times four Q8_K rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`], for each activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q5k_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q45k::<true, 4>(w, a) }
     }
 
     /// AVX2 Q5_K row times a Q8_K row.
@@ -345,7 +374,7 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q5k(w: &[u8], a: &[u8]) -> f32 {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_q45k::<true>(w, a) }
+        unsafe { dot_q45k::<true, 1>(w, [a])[0] }
     }
 
     /// AVX2 Q6_K row times a Q8_K row: levels stay unsigned (0..64) for `maddubs`; the offset
@@ -355,17 +384,36 @@ mod avx2 {
     /// As for [`dot_q4k`].
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q6k(w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q6k_rows::<1>(w, [a])[0] }
+    }
+
+    /// One Q6_K row times four Q8_K rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q6k`], for each activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6k_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_q6k_rows::<4>(w, a) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_q6k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
         let m4 = _mm256_set1_epi8(0x0F);
         let m3 = _mm256_set1_epi8(3);
-        let mut acc = _mm256_setzero_ps();
-        for (b, ba) in w.chunks_exact(210).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (bi, b) in w.chunks_exact(210).enumerate() {
+            let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
             let (ql, qh) = (&b[..128], &b[128..192]);
             // SAFETY (this block): AVX2 is enabled; every load leaves 32 bytes in the block.
             let sc = unsafe { _mm_loadu_si128(b[192..208].as_ptr() as *const __m128i) };
-            let qa = &ba[4..260];
+            let sc16 = _mm256_cvtepi8_epi16(sc);
             // The offset's share: 32 * sum_g scale_g * bsum_g.
-            let bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), unsafe { bsums(ba) });
-            let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+            let mut sumi: [__m256i; R] = std::array::from_fn(|r| {
+                let bias = _mm256_madd_epi16(sc16, unsafe { bsums(ba[r]) });
+                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5))
+            });
             for h in 0..2 {
                 let (l0, l1) = unsafe { (load(&ql[64 * h..]), load(&ql[64 * h + 32..])) };
                 let hb = unsafe { load(&qh[32 * h..]) };
@@ -386,17 +434,22 @@ mod avx2 {
                 ];
                 for (o, u) in parts.into_iter().enumerate() {
                     let g = 8 * h + 2 * o;
-                    let av = unsafe { load(&qa[128 * h + 32 * o..]) };
                     let s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, unsafe { pair_mask(g) }));
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+                    for r in 0..R {
+                        let av = unsafe { load(&ba[r][4 + 128 * h + 32 * o..]) };
+                        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+                    }
                 }
             }
-            // SAFETY: F16C is enabled for this function.
-            let d = q8k_d(ba) * unsafe { f16c_at(b, 208) };
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            // SAFETY: F16C is enabled by the caller.
+            let d = unsafe { f16c_at(b, 208) };
+            for r in 0..R {
+                let dd = _mm256_set1_ps(q8k_d(ba[r]) * d);
+                acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
         }
-        // SAFETY: AVX is enabled for this function.
-        unsafe { hsum_ps(acc) }
+        // SAFETY: AVX is enabled by the caller.
+        std::array::from_fn(|r| unsafe { hsum_ps(acc[r]) })
     }
 
     /// AVX2 K-quant x Q8_K for Q2_K and Q3_K (the less common formats share one body).
@@ -467,6 +520,24 @@ mod avx2 {
 
 /// A row kernel: the dot product of one encoded weight row with one quantized activation row.
 pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// A four-row kernel: one encoded weight row times four quantized activation rows.
+pub type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
+
+/// A four-row kernel for `f` where one exists (Q4_K, Q5_K, Q6_K on AVX2).
+pub fn row_kernel_x4(f: KFormat) -> Option<RowDot4> {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+        return match f {
+            KFormat::Q4K => Some(avx2::dot_q4k_x4),
+            KFormat::Q5K => Some(avx2::dot_q5k_x4),
+            KFormat::Q6K => Some(avx2::dot_q6k_x4),
+            _ => None,
+        };
+    }
+    let _ = f;
+    None
+}
 
 /// The fastest available kernel for K-quant format `f`, chosen once per matrix product.
 /// Calling it is safe for rows of whole blocks of `f` and matching Q8_K rows.

@@ -17,7 +17,7 @@ use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
-/// From this many activation rows on, `forward` decodes the weight and runs the f32 GEMM.
+/// From this many activation rows on, `forward` runs a float weight through the f32 GEMM.
 pub const GEMM_BATCH: usize = 16;
 
 /// A weight matrix `[O, I]` stored in a format with a dot kernel: F32, F16, BF16, Q8_0,
@@ -131,7 +131,9 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             return Err(FucinaError::ShapeMismatch { axis: I::NAME.to_string(), left: k, right: self.cols });
         }
         let ctx = ExecContext::current();
-        if m >= GEMM_BATCH {
+        // Block formats stay on the integer path at every batch size (activations quantized
+        // per row, several rows per weight unpack); float weights take a GEMM from GEMM_BATCH rows.
+        if m >= GEMM_BATCH && float_row(self.ty).is_some() {
             // Many rows: a GEMM whose weight panels are decoded while packing (native), or the
             // decoded weight times the activations with the scalar spec's GEMM.
             if ctx.backend() != BackendKind::Native {
@@ -161,8 +163,18 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         let native = ctx.backend() == BackendKind::Native;
         if let Some(fmt) = float_row(self.ty) {
             let kern = if native { fdot::row_kernel(fmt) } else { scalar_float(fmt) };
-            // SAFETY: every weight row holds `k` values of `fmt`, every activation row `k` f32.
-            return self.rows_times(&ctx, m, k, &xv, k, row_bytes, native, |w, a| unsafe { kern(w, a) });
+            let data = &self.data[..];
+            let fill = |j0: usize, j1: usize, out: &Cols| {
+                for j in j0..j1 {
+                    let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
+                    for i in 0..m {
+                        // SAFETY: every weight row holds `k` values of `fmt`, every activation row `k`
+                        // f32; i < m and j is in this task's range.
+                        unsafe { out.set(i, j, kern(wrow, &xv[i * k..(i + 1) * k])) };
+                    }
+                }
+            };
+            return self.split_rows(&ctx, m, k, native, fill);
         }
         let kf = kformat(self.ty);
         // Activation rows in Q8_K for the K-quants, Q8_0 otherwise.
@@ -181,60 +193,93 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             (None, false) if self.ty == GgmlType::Q4_0 => |w, a| qdot::dot_q4_0_q8_0_scalar(w, a),
             (None, false) => |w, a| qdot::dot_q8_0_q8_0_scalar(w, a),
         };
-        // SAFETY: weight rows are whole blocks of the format, activation rows the matching
-        // number of Q8_0/Q8_K blocks; `kern` was chosen for this CPU.
-        self.rows_times(&ctx, m, k, &qa, a_row, row_bytes, native, |w, a| unsafe { kern(w, a) })
+        let kern4 = match (kf, native) {
+            (_, false) => None,
+            (Some(f), true) => qdot_k::row_kernel_x4(f),
+            (None, true) => qdot::row_kernel_x4(self.ty == GgmlType::Q4_0),
+        };
+        let data: &[u8] = &self.data;
+        let qa = &qa;
+        // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
+        let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
+        let fill = |j0: usize, j1: usize, out: &Cols| {
+            let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
+            for i0 in (0..m).step_by(ib) {
+                let i1 = (i0 + ib).min(m);
+                for j in j0..j1 {
+                    let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
+                    let mut i = i0;
+                    if let Some(k4) = kern4 {
+                        while i + 4 <= i1 {
+                            // SAFETY: as for `kern` below, for four activation rows.
+                            let r = unsafe { k4(wrow, [act(i), act(i + 1), act(i + 2), act(i + 3)]) };
+                            for (d, v) in r.into_iter().enumerate() {
+                                // SAFETY: i + d < i1 <= m and j is in this task's range.
+                                unsafe { out.set(i + d, j, v) };
+                            }
+                            i += 4;
+                        }
+                    }
+                    for ii in i..i1 {
+                        // SAFETY: weight rows are whole blocks of the format, activation rows the
+                        // matching number of Q8_0/Q8_K blocks; the kernels were chosen for this CPU;
+                        // ii < m and j is in this task's range.
+                        unsafe { out.set(ii, j, kern(wrow, act(ii))) };
+                    }
+                }
+            }
+        };
+        self.split_rows(&ctx, m, k, native, fill)
     }
 
-    /// `out[i, j] = dot(weight row j, activation row i)` for `m` activation rows of `a_row`
-    /// elements each. Weight rows are the outer loop (each streams from memory once, then
-    /// stays in L1 while it meets every activation row); a few chunks of weight rows per
-    /// thread go to the pool.
-    #[allow(clippy::too_many_arguments)]
-    fn rows_times<T: Sync, B: Axis>(
+    /// Computes `y [m, n]` by running `fill(j0, j1, cols)` over ranges of weight rows (output
+    /// columns), a few ranges per thread on the pool when the product is large enough; each
+    /// call writes only its own columns.
+    fn split_rows<B: Axis>(
         &self,
         ctx: &ExecContext,
         m: usize,
         k: usize,
-        acts: &[T],
-        a_row: usize,
-        row_bytes: usize,
         native: bool,
-        dot: impl Fn(&[u8], &[T]) -> f32 + Sync,
+        fill: impl Fn(usize, usize, &Cols) + Sync,
     ) -> Result<Tensor<(B, O)>> {
         let n = self.rows;
-        if m == 0 || n == 0 {
-            return Tensor::from_vec(Vec::<f32>::new(), &[m, n]);
-        }
-        let parallel = native && m * n * k >= 1 << 17 && ctx.threads() > 1;
-        // About eight chunks per thread balance uneven progress without paying much per task.
-        let per = if parallel { n.div_ceil(8 * ctx.threads()).clamp(8, 1024) } else { n };
-        let data: &[u8] = &self.data;
-        let fill = |(c, chunk): (usize, &mut [f32])| {
-            for (jj, col) in chunk.chunks_mut(m).enumerate() {
-                let j = c * per + jj;
-                let wrow = &data[j * row_bytes..(j + 1) * row_bytes];
-                for (i, o) in col.iter_mut().enumerate() {
-                    *o = dot(wrow, &acts[i * a_row..(i + 1) * a_row]);
-                }
-            }
-        };
-        let mut out_t = vec![0.0f32; n * m];
-        if parallel {
-            ctx.install(|| out_t.par_chunks_mut(per * m).enumerate().for_each(fill));
-        } else {
-            out_t.chunks_mut(per * m).enumerate().for_each(fill);
-        }
-        if m == 1 {
-            return Tensor::from_vec(out_t, &[1, n]);
-        }
-        let mut out = vec![0.0f32; m * n];
-        for j in 0..n {
-            for i in 0..m {
-                out[i * n + j] = out_t[j * m + i];
+        let mut y = vec![0.0f32; m * n];
+        if m > 0 && n > 0 {
+            let parallel = native && m * n * k >= 1 << 17 && ctx.threads() > 1;
+            // About eight ranges per thread balance uneven progress without paying much per task.
+            let per = if parallel { n.div_ceil(8 * ctx.threads()).clamp(8, 1024) } else { n };
+            let cols = Cols { ptr: y.as_mut_ptr(), n };
+            let f = |c: usize| fill(c * per, ((c + 1) * per).min(n), &cols);
+            if parallel {
+                ctx.install(|| (0..n.div_ceil(per)).into_par_iter().for_each(f));
+            } else {
+                (0..n.div_ceil(per)).for_each(f);
             }
         }
-        Tensor::from_vec(out, &[m, n])
+        Tensor::from_vec(y, &[m, n])
+    }
+}
+
+/// The output `[m, n]` of a product, written by column ranges from several tasks.
+struct Cols {
+    ptr: *mut f32,
+    n: usize,
+}
+
+// SAFETY: `split_rows` hands each task a disjoint range of columns; `set` writes only there.
+unsafe impl Sync for Cols {}
+
+impl Cols {
+    /// Writes element `(i, j)`.
+    ///
+    /// # Safety
+    /// `i < m`, `j < n`, and `j` lies in the column range the calling task was handed.
+    #[inline(always)]
+    unsafe fn set(&self, i: usize, j: usize, v: f32) {
+        debug_assert!(j < self.n);
+        // SAFETY: the caller's contract: inside the buffer, and no other task writes column j.
+        unsafe { *self.ptr.add(i * self.n + j) = v };
     }
 }
 

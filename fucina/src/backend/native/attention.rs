@@ -8,7 +8,7 @@ use crate::backend::{Attention, FloatSlice, HeadRows};
 use rayon::prelude::*;
 
 /// Queries per task.
-const QBLOCK: usize = 8;
+const QBLOCK: usize = 16;
 
 /// The output pointer that tasks share; each writes disjoint rows.
 #[derive(Clone, Copy)]
@@ -35,7 +35,8 @@ fn row<'a>(r: &HeadRows<'a>, h: usize, j: usize, dim: usize, buf: &'a mut [f32])
 }
 
 /// Native grouped-query attention (same math as the scalar spec, SIMD dot products and
-/// exponentials, tasks over heads and query blocks on the pool).
+/// exponentials, tasks over heads and query blocks on the pool). Each key and value row is
+/// read (and widened from f16/bf16) once per block of queries.
 pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
     assert!(out.len() >= p.s * p.h * p.g * p.dv, "attention: output size");
     let blocks = p.s.div_ceil(QBLOCK);
@@ -43,29 +44,53 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
     let task = |t: usize| {
         let base = op;
         let (h, qb) = (t % p.h, t / p.h);
-        let mut scores = vec![0.0f32; p.g * p.t];
-        let mut probs = vec![0.0f32; p.g * p.t];
-        let mut kbuf = vec![0.0f32; p.dk.max(p.dv)];
-        for i in qb * QBLOCK..(qb * QBLOCK + QBLOCK).min(p.s) {
-            let n = p.visible(i);
-            let q = &p.q[(i * p.h + h) * p.g * p.dk..][..p.g * p.dk];
-            for j in 0..n {
-                let k = row(&p.k, h, j, p.dk, &mut kbuf);
+        let (i0, i1) = (qb * QBLOCK, (qb * QBLOCK + QBLOCK).min(p.s));
+        let nq = i1 - i0;
+        let n_max = p.visible(i1 - 1);
+        let rows = nq * p.g;
+        let mut scores = vec![0.0f32; rows * n_max];
+        let mut probs = vec![0.0f32; rows * n_max];
+        let mut buf = vec![0.0f32; p.dk.max(p.dv)];
+        let q = &p.q[(i0 * p.h) * p.g * p.dk..];
+        // Row r = (query i0 + r / g, group head r % g) sits at q[((i0+qi)*h + h)*g + gi].
+        let q_row = |qi: usize, gi: usize| &q[((qi * p.h + h) * p.g + gi) * p.dk..][..p.dk];
+        for j in 0..n_max {
+            let k = row(&p.k, h, j, p.dk, &mut buf);
+            for qi in 0..nq {
+                if j >= p.visible(i0 + qi) {
+                    continue;
+                }
                 for gi in 0..p.g {
-                    scores[gi * n + j] = simd::dot(&q[gi * p.dk..(gi + 1) * p.dk], k) * p.scale;
+                    scores[(qi * p.g + gi) * n_max + j] = simd::dot(q_row(qi, gi), k) * p.scale;
                 }
             }
-            let sc = &mut probs[..p.g * n];
-            if n > 0 {
-                super::reduce::softmax_serial(&scores[..p.g * n], p.g, n, sc);
+        }
+        for qi in 0..nq {
+            let n = p.visible(i0 + qi);
+            for gi in 0..p.g {
+                let r = (qi * p.g + gi) * n_max;
+                if n > 0 {
+                    super::reduce::softmax_serial(&scores[r..r + n], 1, n, &mut probs[r..r + n]);
+                }
             }
-            // SAFETY: this task alone writes rows (i, h, 0..g) of the output.
-            let o = unsafe { std::slice::from_raw_parts_mut(base.0.add((i * p.h + h) * p.g * p.dv), p.g * p.dv) };
-            o.fill(0.0);
-            for j in 0..n {
-                let v = row(&p.v, h, j, p.dv, &mut kbuf);
+        }
+        // SAFETY: this task alone writes rows (i0..i1, h, 0..g) of the output.
+        let o_row = |qi: usize, gi: usize| unsafe {
+            std::slice::from_raw_parts_mut(base.0.add((((i0 + qi) * p.h + h) * p.g + gi) * p.dv), p.dv)
+        };
+        for qi in 0..nq {
+            for gi in 0..p.g {
+                o_row(qi, gi).fill(0.0);
+            }
+        }
+        for j in 0..n_max {
+            let v = row(&p.v, h, j, p.dv, &mut buf);
+            for qi in 0..nq {
+                if j >= p.visible(i0 + qi) {
+                    continue;
+                }
                 for gi in 0..p.g {
-                    simd::axpy(sc[gi * n + j], v, &mut o[gi * p.dv..(gi + 1) * p.dv]);
+                    simd::axpy(probs[(qi * p.g + gi) * n_max + j], v, o_row(qi, gi));
                 }
             }
         }

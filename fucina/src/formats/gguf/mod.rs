@@ -173,8 +173,29 @@ impl GgufFile {
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the map is read-only and only read through bounds-checked slices; another
         // process truncating the file while it is mapped is outside what any reader can guard.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(io)?;
         let header = parse(&map)?;
+        Ok(GgufFile { map: Arc::new(map), header })
+    }
+
+    /// Reads a whole file into anonymous memory (asking the kernel for huge pages) and
+    /// parses it: like llama.cpp's `--no-mmap`. Costs RAM for the whole file, saves TLB
+    /// misses and page-cache mapping in the hot loops; [`GgufFile::open`] maps instead.
+    pub fn open_resident(path: impl AsRef<Path>) -> Result<GgufFile> {
+        use std::io::Read;
+        let path = path.as_ref();
+        let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len() as usize;
+        let mut mem = memmap2::MmapMut::map_anon(len.max(1)).map_err(io)?;
+        #[cfg(target_os = "linux")]
+        {
+            // A hint; without transparent huge pages the memory is still ordinary pages.
+            let _ = mem.advise(memmap2::Advice::HugePage);
+        }
+        file.read_exact(&mut mem[..len]).map_err(io)?;
+        let map = mem.make_read_only().map_err(io)?;
+        let header = parse(&map[..len])?;
         Ok(GgufFile { map: Arc::new(map), header })
     }
 
