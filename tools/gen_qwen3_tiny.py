@@ -9,6 +9,9 @@
 4. Writes fucina-models/tests/goldens/qwen3_tokenizer.json (token IDs from HF for a corpus
    of tricky strings) and qwen3_logits.json (transformers logits for fixed prompts: every
    prefill position and 16 greedy decode steps).
+5. The same for a tiny Qwen3-MoE (Qwen3MoeForCausalLM, 8 experts, top 2, normalized top-k
+   weights as llama.cpp's qwen3moe): assets/qwen3moe-tiny-f32.gguf, qwen3moe_logits.json
+   (also the experts each layer routes each prompt token to).
 """
 import json
 import os
@@ -17,7 +20,7 @@ import numpy as np
 import torch
 import gguf
 from tokenizers import Tokenizer, Regex, models, normalizers, pre_tokenizers, decoders, trainers
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..")
@@ -183,6 +186,99 @@ def main():
         json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3-tiny-f32.gguf", "cases": cases}, f)
         f.write("\n")
     print(f"wrote {path} (vocab {n_vocab}) and the goldens")
+    write_moe(tok, tokens, merges, ids, prompts)
+
+
+def write_moe(tok, tokens, merges, ids, prompts):
+    """A tiny Qwen3-MoE from the same tokenizer, its GGUF and its reference logits/routing."""
+    n_vocab = len(tokens)
+    torch.manual_seed(1)
+    cfg = Qwen3MoeConfig(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, max_position_embeddings=256,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0}, rms_norm_eps=1e-6,
+                         tie_word_embeddings=False, initializer_range=0.2, bos_token_id=ids["<|endoftext|>"],
+                         eos_token_id=ids["<|im_end|>"], attn_implementation="eager")
+    model = Qwen3MoeForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" in n:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+            if n.endswith("mlp.gate.weight"):  # routers spread wide: no near-ties in the top-k
+                p.copy_(2.0 * torch.randn_like(p))
+    path = os.path.join(assets, "qwen3moe-tiny-f32.gguf")
+    w = gguf.GGUFWriter(path, "qwen3moe")
+    w.add_name("fucina qwen3moe-tiny (random weights)")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    w.add_expert_count(cfg.num_experts)
+    w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(ids["<|im_end|>"])
+    w.add_pad_token_id(ids["<|endoftext|>"])
+    w.add_bos_token_id(ids["<|endoftext|>"])
+    w.add_add_bos_token(False)
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    inter = cfg.moe_intermediate_size
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for src, dst in [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                         ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+                         ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
+                         ("post_attention_layernorm", "ffn_norm"), ("mlp.gate", "ffn_gate_inp")]:
+            w.add_tensor(f"blk.{i}.{dst}.weight", sd[p + src + ".weight"])
+        gate_up = sd[p + "mlp.experts.gate_up_proj"]  # [experts, 2 * inter, hidden]: gate rows first
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", np.ascontiguousarray(gate_up[:, :inter, :]))
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", np.ascontiguousarray(gate_up[:, inter:, :]))
+        w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    cases = []
+    with torch.no_grad():
+        for text in prompts:
+            ids_in = tok.encode(text, add_special_tokens=False).ids
+            out = model(torch.tensor([ids_in]), use_cache=True, output_router_logits=True)
+            prefill = out.logits[0].float().numpy()
+            # Each layer's top-k experts per prompt token (sorted ids, for comparison).
+            routes = [torch.topk(r.float(), cfg.num_experts_per_tok, dim=-1).indices.sort(dim=-1).values.tolist()
+                      for r in out.router_logits]
+            past = out.past_key_values
+            nxt = int(prefill[-1].argmax())
+            steps, greedy = [], []
+            for _ in range(16):
+                greedy.append(nxt)
+                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                lg = out.logits[0, -1].float().numpy()
+                steps.append(lg)
+                nxt = int(lg.argmax())
+            cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
+                          "decode": np.stack(steps).tolist(), "routes": routes})
+    with open(os.path.join(gold, "qwen3moe_logits.json"), "w") as f:
+        json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3moe-tiny-f32.gguf",
+                   "cases": cases}, f)
+        f.write("\n")
+    print(f"wrote {path} and its goldens")
 
 
 if __name__ == "__main__":

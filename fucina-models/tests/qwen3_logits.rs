@@ -1,5 +1,6 @@
-//! Logit parity with transformers' Qwen3ForCausalLM on the committed tiny model
-//! (`tools/gen_qwen3_tiny.py`): every prefill position and 16 greedy decode steps.
+//! Logit parity with transformers' Qwen3ForCausalLM and Qwen3MoeForCausalLM on the committed
+//! tiny models (`tools/gen_qwen3_tiny.py`): every prefill position and 16 greedy decode
+//! steps, and for the MoE the experts each layer routes each prompt token to.
 //!
 //! Tolerance: max |fucina - transformers| <= 5e-5 (measured: 6e-6) on logits of magnitude ~1-10 (both run in
 //! f32; the difference is summation order in the matmuls, softmax and norms). Greedy tokens
@@ -33,18 +34,28 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn check(backend: BackendKind, threads: usize, cache_dtype: DType, tol: f32) {
+    check_model("qwen3-tiny-f32.gguf", "qwen3_logits.json", backend, threads, cache_dtype, tol);
+}
+
+fn check_model(model: &str, golden: &str, backend: BackendKind, threads: usize, cache_dtype: DType, tol: f32) {
     let ctx = ExecContext::with_backend(backend, threads).unwrap();
     let _g = ctx.enter();
-    let file = ModelFile::open(root().join("assets/qwen3-tiny-f32.gguf"), &["qwen3"]).unwrap();
+    let file = ModelFile::open(root().join("assets").join(model), &["qwen3", "qwen3moe"]).unwrap();
     let model = Qwen3::load(&file).unwrap();
     let gold: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/goldens/qwen3_logits.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/goldens").join(golden)).unwrap()).unwrap();
     let vocab = model.config.vocab;
     for case in gold["cases"].as_array().unwrap() {
         let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
         let mut cache = model.new_cache(64, cache_dtype).unwrap();
-        let prefill = model.forward(&ids, &mut cache, true).unwrap().to_f32_vec();
+        let mut routes = Vec::new();
+        let prefill = model.forward_traced(&ids, &mut cache, true, Some(&mut routes)).unwrap().to_f32_vec();
+        if let Some(want) = case.get("routes") {
+            let want: Vec<Vec<Vec<u32>>> = serde_json::from_value(want.clone()).unwrap();
+            assert_eq!(routes, want, "{backend:?}: expert choices per layer and token");
+        } else {
+            assert!(routes.is_empty());
+        }
         for (p, want) in rows(&case["prefill"]).iter().enumerate() {
             let d = max_diff(&prefill[p * vocab..(p + 1) * vocab], want);
             assert!(d <= tol, "{backend:?}: prefill position {p}: max diff {d}");
@@ -66,6 +77,12 @@ fn check(backend: BackendKind, threads: usize, cache_dtype: DType, tol: f32) {
 fn tiny_qwen3_matches_transformers_on_both_backends() {
     check(BackendKind::Scalar, 1, DType::F32, TOL);
     check(BackendKind::Native, 2, DType::F32, TOL);
+}
+
+#[test]
+fn tiny_qwen3_moe_matches_transformers_logits_and_routing() {
+    check_model("qwen3moe-tiny-f32.gguf", "qwen3moe_logits.json", BackendKind::Scalar, 1, DType::F32, TOL);
+    check_model("qwen3moe-tiny-f32.gguf", "qwen3moe_logits.json", BackendKind::Native, 2, DType::F32, TOL);
 }
 
 #[test]

@@ -42,7 +42,7 @@ fn main() {
     let run = || -> fucina::Result<()> {
         let ctx = ExecContext::with_backend(BackendKind::Native, a.threads.max(1))?;
         let _g = ctx.enter();
-        let file = ModelFile::open_with(&a.model, &["qwen3"], a.no_mmap)?;
+        let file = ModelFile::open_with(&a.model, &["qwen3", "qwen3moe"], a.no_mmap)?;
         let model = Qwen3::load(&file)?;
         let vocab = model.vocab_size() as u64;
         let dtype = if a.kv_f32 { DType::F32 } else { DType::F16 };

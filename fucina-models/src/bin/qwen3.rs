@@ -21,12 +21,14 @@ fn main() {
         let path = a.lm.model.clone().unwrap_or_else(default_model);
         let ctx = a.lm.context()?;
         let _g = ctx.enter();
-        let file = ModelFile::open_with(&path, &["qwen3"], a.lm.no_mmap)?;
+        let file = ModelFile::open_with(&path, &["qwen3", "qwen3moe"], a.lm.no_mmap)?;
         let model = Qwen3::load(&file)?;
         let c = &model.config;
+        let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
         eprintln!(
-            "{}: qwen3, {} layers, hidden {}, {}/{} heads, vocab {}, {} threads ({:?})",
+            "{}: {}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}, {} threads ({:?})",
             path.display(),
+            file.arch,
             c.layers,
             c.hidden,
             c.heads,

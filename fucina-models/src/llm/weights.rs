@@ -91,6 +91,46 @@ impl ModelFile {
             .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })
     }
 
+    /// The stack of `n` matrices `[n, rows, cols]` named `name` (MoE experts), as one
+    /// [`QWeight`] per matrix over the file's bytes.
+    pub fn matrices<O: Axis, I: Axis>(
+        &self,
+        name: &str,
+        n: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Vec<QWeight<O, I>>> {
+        let t = self.gguf.tensor_info(name)?;
+        if t.shape() != [n, rows, cols] {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("tensor `{name}` has shape {:?}, the config needs [{n}, {rows}, {cols}]", t.shape()),
+            });
+        }
+        let all = self.gguf.tensor_shared(name)?;
+        let per = t.ty.bytes_for(cols)? * rows;
+        (0..n)
+            .map(|e| {
+                let bytes = all.slice(e * per, per).ok_or_else(|| FucinaError::Format {
+                    format: "gguf",
+                    msg: format!("tensor `{name}`: expert {e} lies outside its data"),
+                })?;
+                QWeight::from_shared(t.ty, rows, cols, bytes)
+                    .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })
+            })
+            .collect()
+    }
+
+    /// Boolean metadata `<arch>.<key>`, or `default` when absent.
+    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+        let full = format!("{}.{key}", self.arch);
+        match self.gguf.header().get(&full) {
+            None => Ok(default),
+            Some(fucina::formats::gguf::Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(FucinaError::Format { format: "gguf", msg: format!("`{full}` is not a boolean") }),
+        }
+    }
+
     /// Tensor `name` decoded to f32 under axes `A`, with its shape checked.
     pub fn dense<A: Axes>(&self, name: &str, shape: &[usize]) -> Result<Tensor<A>> {
         let (have, data) = self.gguf.tensor_f32(name)?;

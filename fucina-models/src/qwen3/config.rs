@@ -3,7 +3,20 @@
 use crate::llm::weights::ModelFile;
 use fucina::prelude::*;
 
-/// The shape of a Qwen3 dense model.
+/// The mixture-of-experts part of a Qwen3-MoE config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeConfig {
+    /// Experts per layer.
+    pub experts: usize,
+    /// Experts each token is routed to.
+    pub used: usize,
+    /// SwiGLU inner width of one expert.
+    pub expert_ffn: usize,
+    /// Whether the chosen experts' softmax weights are renormalized to sum to 1.
+    pub norm_topk: bool,
+}
+
+/// The shape of a Qwen3 model (dense, or MoE when `moe` is set).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen3Config {
     /// Transformer blocks.
@@ -26,10 +39,12 @@ pub struct Qwen3Config {
     pub rope_theta: f32,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
+    /// Experts (`qwen3moe` files), or `None` for the dense model.
+    pub moe: Option<MoeConfig>,
 }
 
 impl Qwen3Config {
-    /// Reads the config of a `qwen3` GGUF, checking that the sizes agree with each other.
+    /// Reads the config of a `qwen3` or `qwen3moe` GGUF, checking that the sizes agree.
     pub fn from_file(f: &ModelFile) -> Result<Qwen3Config> {
         let heads = f.usize("attention.head_count")?;
         let hidden = f.usize("embedding_length")?;
@@ -50,6 +65,17 @@ impl Qwen3Config {
             context_length: f.opt_usize("context_length")?.unwrap_or(4096),
             rope_theta: f.f32_or("rope.freq_base", 1_000_000.0)?,
             rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", 1e-6)?,
+            moe: if f.arch == "qwen3moe" {
+                Some(MoeConfig {
+                    experts: f.usize("expert_count")?,
+                    used: f.usize("expert_used_count")?,
+                    expert_ffn: f.usize("expert_feed_forward_length")?,
+                    // llama.cpp renormalizes Qwen3-MoE's top-k weights unless told otherwise.
+                    norm_topk: f.bool_or("expert_weights_norm", true)?,
+                })
+            } else {
+                None
+            },
         };
         c.validate()?;
         Ok(c)
@@ -70,6 +96,14 @@ impl Qwen3Config {
         ] {
             if v == 0 {
                 return bad(format!("qwen3 `{name}` is 0"));
+            }
+        }
+        if let Some(m) = &self.moe {
+            if m.experts == 0 || m.used == 0 || m.used > m.experts || m.expert_ffn == 0 {
+                return bad(format!(
+                    "qwen3moe routes to {} of {} experts of width {}: need 0 < used <= experts and a width",
+                    m.used, m.experts, m.expert_ffn
+                ));
             }
         }
         if !self.heads.is_multiple_of(self.kv_heads) {

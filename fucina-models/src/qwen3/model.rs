@@ -1,7 +1,8 @@
-//! The Qwen3 dense transformer in the named-axes DSL: RMSNorm, grouped-query attention with
-//! per-head q/k RMSNorm and NeoX RoPE, a SwiGLU MLP, tied or untied output. Matrices stay in
-//! the GGUF's format ([`QWeight`]: f32/f16/bf16 or a quantized block format) and run through
-//! its kernels; norms are f32 tensors.
+//! The Qwen3 transformer in the named-axes DSL: RMSNorm, grouped-query attention with
+//! per-head q/k RMSNorm and NeoX RoPE, a SwiGLU MLP (dense) or a routed mixture of SwiGLU
+//! experts (Qwen3-MoE), tied or untied output. Matrices stay in the GGUF's format
+//! ([`QWeight`]: f32/f16/bf16 or a quantized block format) and run through its kernels;
+//! norms are f32 tensors.
 
 use super::config::Qwen3Config;
 use crate::llm::kv_cache::KvCache;
@@ -48,6 +49,31 @@ pub struct Mlp {
     pub down: QWeight<hidden, ffn>,
 }
 
+/// A routed mixture of SwiGLU experts: each token goes to the `used` experts with the
+/// largest router softmax, weighted by those probabilities (renormalized if `norm_topk`).
+#[derive(Module)]
+pub struct Moe {
+    /// `[expert, hidden]` router.
+    #[module(skip)]
+    pub router: QWeight<expert, hidden>,
+    /// The experts.
+    pub experts: Vec<Mlp>,
+    /// Experts per token.
+    #[module(skip)]
+    pub used: usize,
+    /// Renormalize the chosen experts' weights.
+    #[module(skip)]
+    pub norm_topk: bool,
+}
+
+/// The feed-forward of a block.
+pub enum Ffn {
+    /// A SwiGLU MLP.
+    Dense(Mlp),
+    /// A mixture of experts.
+    Moe(Moe),
+}
+
 /// One pre-norm transformer block.
 #[derive(Module)]
 pub struct Block {
@@ -55,13 +81,14 @@ pub struct Block {
     pub attn_norm: Tensor<axes![hidden]>,
     /// Self-attention.
     pub attn: Attention,
-    /// RMSNorm before the MLP.
+    /// RMSNorm before the feed-forward.
     pub ffn_norm: Tensor<axes![hidden]>,
     /// Feed-forward.
-    pub mlp: Mlp,
+    #[module(skip)]
+    pub ffn: Ffn,
 }
 
-/// A Qwen3 dense model. The `Module` parameters are the f32 norm weights; the matrices are
+/// A Qwen3 model (dense or MoE). The `Module` parameters are the f32 norm weights; the matrices are
 /// frozen data in the file's format (see [`Qwen3::matrices`]).
 #[derive(Module)]
 pub struct Qwen3 {
@@ -83,7 +110,8 @@ pub struct Qwen3 {
 }
 
 impl Qwen3 {
-    /// Loads a `qwen3` GGUF (llama.cpp's tensor names), leaving the matrices in the map.
+    /// Loads a `qwen3` or `qwen3moe` GGUF (llama.cpp's tensor names), leaving the matrices
+    /// in the map.
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
         let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
@@ -101,10 +129,30 @@ impl Qwen3 {
                         k_norm: f.dense(&n("attn_k_norm"), &[c.head_dim])?,
                     },
                     ffn_norm: f.dense(&n("ffn_norm"), &[h])?,
-                    mlp: Mlp {
-                        gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
-                        up: f.matrix(&n("ffn_up"), c.ffn, h)?,
-                        down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                    ffn: match &c.moe {
+                        None => Ffn::Dense(Mlp {
+                            gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
+                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                        }),
+                        Some(m) => {
+                            let (e, w) = (m.experts, m.expert_ffn);
+                            let gates = f.matrices(&n("ffn_gate_exps"), e, w, h)?;
+                            let ups = f.matrices(&n("ffn_up_exps"), e, w, h)?;
+                            let downs = f.matrices(&n("ffn_down_exps"), e, h, w)?;
+                            let experts = gates
+                                .into_iter()
+                                .zip(ups)
+                                .zip(downs)
+                                .map(|((gate, up), down)| Mlp { gate, up, down })
+                                .collect();
+                            Ffn::Moe(Moe {
+                                router: f.matrix(&n("ffn_gate_inp"), e, h)?,
+                                experts,
+                                used: m.used,
+                                norm_topk: m.norm_topk,
+                            })
+                        }
                     },
                 })
             })
@@ -142,11 +190,22 @@ impl Qwen3 {
                 ("attn_k", a.k.ggml_type(), a.k.rows(), a.k.cols()),
                 ("attn_v", a.v.ggml_type(), a.v.rows(), a.v.cols()),
                 ("attn_output", a.o.ggml_type(), a.o.rows(), a.o.cols()),
-                ("ffn_gate", b.mlp.gate.ggml_type(), b.mlp.gate.rows(), b.mlp.gate.cols()),
-                ("ffn_up", b.mlp.up.ggml_type(), b.mlp.up.rows(), b.mlp.up.cols()),
-                ("ffn_down", b.mlp.down.ggml_type(), b.mlp.down.rows(), b.mlp.down.cols()),
             ] {
                 v.push((format!("blk.{l}.{n}"), t, r, c));
+            }
+            let mlps: Vec<(String, &Mlp)> = match &b.ffn {
+                Ffn::Dense(m) => vec![(String::new(), m)],
+                Ffn::Moe(moe) => {
+                    let r = &moe.router;
+                    v.push((format!("blk.{l}.ffn_gate_inp"), r.ggml_type(), r.rows(), r.cols()));
+                    moe.experts.iter().enumerate().map(|(e, m)| (format!(".{e}"), m)).collect()
+                }
+            };
+            for (suffix, m) in mlps {
+                for (n, w) in [("ffn_gate", &m.gate), ("ffn_up", &m.up)] {
+                    v.push((format!("blk.{l}.{n}{suffix}"), w.ggml_type(), w.rows(), w.cols()));
+                }
+                v.push((format!("blk.{l}.ffn_down{suffix}"), m.down.ggml_type(), m.down.rows(), m.down.cols()));
             }
         }
         if let Some(o) = &self.output {
@@ -159,6 +218,18 @@ impl Qwen3 {
     /// their keys and values, and returns the logits `[seq, vocab]`: of every position when
     /// `all_logits`, else of the last one only.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
+        self.forward_traced(tokens, cache, all_logits, None)
+    }
+
+    /// [`Qwen3::forward`], also recording into `routes` (MoE models) the experts each layer
+    /// chose for each token: `routes[layer][token]`, ascending expert ids.
+    pub fn forward_traced(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        all_logits: bool,
+        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+    ) -> Result<Tensor<axes![seq, vocab]>> {
         let c = &self.config;
         if tokens.is_empty() {
             return Err(FucinaError::InvalidArgument { op: "Qwen3::forward", msg: "no tokens".into() });
@@ -172,7 +243,16 @@ impl Qwen3 {
             let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
             x = x.add(&a)?;
             let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
-            let m = b.mlp.forward(&h)?;
+            let m = match &b.ffn {
+                Ffn::Dense(mlp) => mlp.forward(&h)?,
+                Ffn::Moe(moe) => {
+                    let (y, chosen) = moe.forward(&h)?;
+                    if let Some(r) = routes.as_deref_mut() {
+                        r.push(chosen);
+                    }
+                    y
+                }
+            };
             x = x.add(&m)?;
         }
         cache.advance(tokens.len())?;
@@ -218,6 +298,54 @@ impl Mlp {
         let up = self.up.forward(x)?;
         self.down.forward(&gate.mul(&up)?)
     }
+}
+
+impl Moe {
+    /// Routes each row of `x` to its top experts and sums their outputs, weighted. Returns
+    /// the result and, per row, the chosen experts (ascending ids).
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<(Tensor<axes![seq, hidden]>, Vec<Vec<u32>>)> {
+        let (s, h) = (x.size::<seq>(), x.size::<hidden>());
+        let probs = self.router.forward(x)?.softmax::<expert>()?.to_f32_vec();
+        let n = self.experts.len();
+        // Per expert: the rows routed to it and their weights.
+        let mut assigned: Vec<(Vec<u32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
+        let mut chosen = Vec::with_capacity(s);
+        for (t, p) in probs.chunks_exact(n).enumerate() {
+            let top = top_k(p, self.used);
+            let total: f32 = if self.norm_topk { top.iter().map(|&e| p[e]).sum() } else { 1.0 };
+            for &e in &top {
+                assigned[e].0.push(t as u32);
+                assigned[e].1.push(p[e] / total);
+            }
+            let mut ids: Vec<u32> = top.iter().map(|&e| e as u32).collect();
+            ids.sort_unstable();
+            chosen.push(ids);
+        }
+        let mut y = vec![0.0f32; s * h];
+        for (mlp, (rows, weights)) in self.experts.iter().zip(&assigned) {
+            if rows.is_empty() {
+                continue;
+            }
+            // The expert's rows, gathered (they stay `seq` rows, a subset of the positions).
+            let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
+            let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
+            let ye = mlp.forward(&xe)?.to_f32_vec();
+            for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
+                for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
+                    *acc += w * v;
+                }
+            }
+        }
+        Ok((Tensor::from_vec(y, &[s, h])?, chosen))
+    }
+}
+
+/// Indices of the `k` largest values, largest first (ties: lower index first).
+fn top_k(p: &[f32], k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..p.len()).collect();
+    idx.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+    idx.truncate(k);
+    idx
 }
 
 impl crate::llm::generate::CausalLm for Qwen3 {

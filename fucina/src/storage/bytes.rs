@@ -25,6 +25,12 @@ impl SharedBytes {
         ((*owner).as_ref().len() >= end).then_some(SharedBytes { owner, start, len })
     }
 
+    /// A sub-range sharing the same owner; `None` if it lies outside these bytes.
+    pub fn slice(&self, start: usize, len: usize) -> Option<SharedBytes> {
+        let end = start.checked_add(len)?;
+        (end <= self.len).then(|| SharedBytes { owner: self.owner.clone(), start: self.start + start, len })
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.start..self.start + self.len]
@@ -55,5 +61,10 @@ mod tests {
         assert!(SharedBytes::from_owner(owner.clone(), 3, 2).is_none());
         assert!(SharedBytes::from_owner(owner, usize::MAX, 2).is_none());
         assert_eq!(&*SharedBytes::from_vec(vec![9, 8]), &[9, 8]);
+        let all = SharedBytes::from_vec(vec![1, 2, 3, 4, 5]);
+        let mid = all.slice(1, 3).unwrap();
+        assert_eq!(&*mid, &[2, 3, 4]);
+        assert_eq!(&*mid.slice(2, 1).unwrap(), &[4]);
+        assert!(mid.slice(2, 2).is_none());
     }
 }
