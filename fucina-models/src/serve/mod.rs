@@ -1,0 +1,305 @@
+//! An OpenAI-compatible HTTP server for the language models: `/v1/chat/completions` and
+//! `/v1/completions` (plain JSON, or server-sent events with `stream: true`), `/v1/models`
+//! and `/health`. Requests are validated and tokenized on the server's threads, then queued
+//! for the single model thread ([`worker`]). Every error is a JSON body in OpenAI's shape
+//! with a 4xx/5xx status.
+
+pub mod api;
+pub mod worker;
+
+use crate::llm::chat::{render_chat, Message, Role};
+use crate::llm::sampling::SamplingParams;
+use crate::llm::tokenizer::Tokenizer;
+use api::{content_text, error_body, ChatRequest, Common, CompletionRequest, Stop, Usage};
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use worker::{Event, Job, Worker};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// What the handlers share.
+pub struct AppState {
+    /// The model's name in responses.
+    pub model_id: String,
+    /// Tokenizer (requests are tokenized before they are queued).
+    pub tokenizer: Arc<Tokenizer>,
+    /// The model thread.
+    pub worker: Worker,
+    /// KV cache length: prompt plus answer must fit.
+    pub context: usize,
+    /// Default for Qwen3's thinking switch.
+    pub think: bool,
+    /// Default and ceiling of `max_tokens`.
+    pub max_tokens: usize,
+    /// Response ids.
+    pub counter: AtomicU64,
+}
+
+/// The routes.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// An error response.
+fn fail(status: StatusCode, message: impl AsRef<str>, code: Option<&str>) -> Response {
+    let kind = if status.is_client_error() { "invalid_request_error" } else { "server_error" };
+    (status, Json(error_body(message.as_ref(), kind, code))).into_response()
+}
+
+async fn not_found(req: Request) -> Response {
+    fail(StatusCode::NOT_FOUND, format!("no route for {} {}", req.method(), req.uri().path()), Some("not_found"))
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    fail(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+        Some("method_not_allowed"),
+    )
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{ "id": st.model_id, "object": "model", "created": now(), "owned_by": "fucina" }]
+    }))
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Reads a JSON body of at most [`MAX_BODY`] bytes into `T`, or the 4xx response.
+async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
+    let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| {
+        fail(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {MAX_BODY} bytes"),
+            Some("request_too_large"),
+        )
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid request body: {e}"), Some("invalid_json")))
+}
+
+/// A validated request, ready to queue.
+struct Prepared {
+    prompt: Vec<u32>,
+    params: SamplingParams,
+    max_tokens: usize,
+    stop: Vec<String>,
+    stream: bool,
+}
+
+fn prepare(st: &AppState, text: &str, c: &Common) -> Result<Prepared, Response> {
+    let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
+    if c.n.is_some_and(|n| n != 1) {
+        return Err(bad("only n = 1 is supported".into()));
+    }
+    let params = SamplingParams {
+        temperature: c.temperature.unwrap_or(1.0),
+        top_k: c.top_k.unwrap_or(0),
+        top_p: c.top_p.unwrap_or(1.0),
+        min_p: c.min_p.unwrap_or(0.0),
+        repetition_penalty: c.repetition_penalty.unwrap_or(1.0),
+        repeat_last_n: 64,
+        seed: c.seed.unwrap_or(0),
+    };
+    params.validate().map_err(bad)?;
+    let prompt = st.tokenizer.encode(text).map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+    if prompt.is_empty() {
+        return Err(bad("the prompt is empty".into()));
+    }
+    if prompt.len() >= st.context {
+        return Err(fail(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the prompt has {} tokens; the context length is {} (prompt and answer must fit)",
+                prompt.len(),
+                st.context
+            ),
+            Some("context_length_exceeded"),
+        ));
+    }
+    let asked = c.max_completion_tokens.or(c.max_tokens).unwrap_or(st.max_tokens);
+    if asked == 0 {
+        return Err(bad("max_tokens must be at least 1".into()));
+    }
+    let max_tokens = asked.min(st.max_tokens).min(st.context - prompt.len());
+    let stop = match &c.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    };
+    if stop.len() > 4 || stop.iter().any(|s| s.is_empty()) {
+        return Err(bad("stop takes up to 4 non-empty strings".into()));
+    }
+    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream })
+}
+
+async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let body: ChatRequest = match read_json(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let mut messages = Vec::with_capacity(body.messages.len());
+    for (i, m) in body.messages.iter().enumerate() {
+        let role = match Role::parse(&m.role) {
+            Some(r) => r,
+            None => return fail(StatusCode::BAD_REQUEST, format!("messages[{i}]: unknown role `{}`", m.role), None),
+        };
+        let Some(text) = content_text(&m.content) else {
+            return fail(StatusCode::BAD_REQUEST, format!("messages[{i}]: content must be text"), None);
+        };
+        messages.push(Message::new(role, text));
+    }
+    if messages.is_empty() {
+        return fail(StatusCode::BAD_REQUEST, "messages is empty", None);
+    }
+    let think = body
+        .enable_thinking
+        .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
+        .unwrap_or(st.think);
+    let p = match prepare(&st, &render_chat(&messages, think), &body.common) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    respond(st, p, true).await
+}
+
+async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    let body: CompletionRequest = match read_json(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let text = match &body.prompt {
+        Value::String(s) => s.clone(),
+        Value::Array(a) if a.len() == 1 && a[0].is_string() => a[0].as_str().unwrap_or_default().to_string(),
+        _ => return fail(StatusCode::BAD_REQUEST, "prompt must be a string (or an array of one string)", None),
+    };
+    let p = match prepare(&st, &text, &body.common) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    respond(st, p, false).await
+}
+
+/// Queues the job and answers with the whole completion or a stream of chunks.
+async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = Job { prompt: p.prompt, params: p.params, max_tokens: p.max_tokens, stop: p.stop, events: tx };
+    if let Err(e) = st.worker.submit(job) {
+        return fail(StatusCode::SERVICE_UNAVAILABLE, e, None);
+    }
+    let n = st.counter.fetch_add(1, Ordering::Relaxed);
+    let id = if chat { format!("chatcmpl-{n}") } else { format!("cmpl-{n}") };
+    let (created, model) = (now(), st.model_id.clone());
+    if !p.stream {
+        let mut text = String::new();
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Event::Text(t) => text.push_str(&t),
+                Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
+                Event::Done { finish, prompt_tokens, completion_tokens } => {
+                    let usage =
+                        Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+                    let choice = if chat {
+                        json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish })
+                    } else {
+                        json!({ "index": 0, "text": text, "logprobs": Value::Null, "finish_reason": finish })
+                    };
+                    let object = if chat { "chat.completion" } else { "text_completion" };
+                    return Json(json!({
+                        "id": id, "object": object, "created": created, "model": model,
+                        "choices": [choice], "usage": usage
+                    }))
+                    .into_response();
+                }
+            }
+        }
+        return fail(StatusCode::INTERNAL_SERVER_ERROR, "the model thread dropped the request", None);
+    }
+    // Streaming: one chunk per piece of text, a last chunk with the finish reason, [DONE].
+    let object = if chat { "chat.completion.chunk" } else { "text_completion" };
+    let chunk = move |delta: Option<&str>, finish: Option<&str>, first: bool| -> String {
+        let choice = if chat {
+            let mut d = serde_json::Map::new();
+            if first {
+                d.insert("role".into(), json!("assistant"));
+            }
+            if let Some(t) = delta {
+                d.insert("content".into(), json!(t));
+            }
+            json!({ "index": 0, "delta": d, "finish_reason": finish })
+        } else {
+            json!({ "index": 0, "text": delta.unwrap_or(""), "logprobs": Value::Null, "finish_reason": finish })
+        };
+        json!({ "id": id, "object": object, "created": created, "model": model, "choices": [choice] }).to_string()
+    };
+    let mut first = true;
+    let mut done = false;
+    let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        use std::task::Poll;
+        loop {
+            if let Some(data) = pending.pop_front() {
+                return Poll::Ready(Some(Ok::<_, std::convert::Infallible>(SseEvent::default().data(data))));
+            }
+            if done {
+                return Poll::Ready(None);
+            }
+            match rx.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Event::Text(t))) => {
+                    pending.push_back(chunk(Some(&t), None, first));
+                    first = false;
+                }
+                Poll::Ready(Some(Event::Done { finish, .. })) => {
+                    pending.push_back(chunk(None, Some(finish), first));
+                    pending.push_back("[DONE]".to_string());
+                    done = true;
+                }
+                Poll::Ready(Some(Event::Error(e))) => {
+                    pending.push_back(error_body(&e, "server_error", None).to_string());
+                    done = true;
+                }
+                Poll::Ready(None) => {
+                    pending.push_back(
+                        error_body("the model thread dropped the request", "server_error", None).to_string(),
+                    );
+                    done = true;
+                }
+            }
+        }
+    });
+    Sse::new(stream).into_response()
+}
+
+/// Serves `router` on `addr` until Ctrl-C.
+pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+}

@@ -1,0 +1,227 @@
+//! The OpenAI-compatible server, tested over loopback with a real HTTP client (`ureq`):
+//! the answers match the library's own generation, streams carry the same text, concurrent
+//! requests do not disturb each other's KV cache, and bad requests get 4xx JSON errors.
+
+use fucina::prelude::*;
+use fucina_models::llm::chat::{render_chat, Message, Role};
+use fucina_models::llm::cli::{default_model, stop_tokens};
+use fucina_models::llm::generate::{generate, CausalLm, GenerateOptions};
+use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args(["--port", "0", "--threads", "2", "--max-tokens", "24"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let base = loop {
+        let line = lines.next().expect("server output").unwrap();
+        if let Some(url) = line.strip_prefix("listening on ") {
+            break url.trim().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, base }
+}
+
+/// The library's own greedy answer to one user message (the reference for the server).
+fn reference(user: &str, max_tokens: usize) -> String {
+    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+    let _g = ctx.enter();
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
+    let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
+    let mut sampler = Sampler::new(SamplingParams::default());
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok) };
+    let mut text = String::new();
+    generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
+        text.push_str(s);
+        true
+    })
+    .unwrap();
+    text
+}
+
+fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    match ureq::post(&format!("{base}{path}")).send_json(body.clone()) {
+        Ok(r) => (r.status(), r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
+        Err(e) => panic!("{path}: {e}"),
+    }
+}
+
+fn chat_body(user: &str, stream: bool) -> Value {
+    json!({ "model": "tiny", "messages": [{ "role": "user", "content": user }], "max_tokens": 12,
+            "temperature": 0, "stream": stream })
+}
+
+#[test]
+fn openai_api_over_loopback() {
+    let s = start();
+    let health: Value = ureq::get(&format!("{}/health", s.base)).call().unwrap().into_json().unwrap();
+    assert_eq!(health["status"], "ok");
+    let models: Value = ureq::get(&format!("{}/v1/models", s.base)).call().unwrap().into_json().unwrap();
+    assert_eq!(models["data"][0]["id"], "qwen3-tiny-f32");
+
+    // A greedy chat answer equals the library's.
+    let (code, r) = post(&s.base, "/v1/chat/completions", &chat_body("What is the capital of France?", false));
+    assert_eq!(code, 200, "{r}");
+    let answer = r["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert_eq!(answer, reference("What is the capital of France?", 12));
+    assert_eq!(r["object"], "chat.completion");
+    assert_eq!(
+        r["usage"]["completion_tokens"].as_u64().unwrap() + r["usage"]["prompt_tokens"].as_u64().unwrap(),
+        r["usage"]["total_tokens"].as_u64().unwrap()
+    );
+
+    // The stream carries the same text, then a finish chunk and [DONE].
+    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base))
+        .send_json(chat_body("What is the capital of France?", true))
+        .unwrap();
+    assert!(resp.header("content-type").unwrap_or("").starts_with("text/event-stream"));
+    let mut streamed = String::new();
+    let mut finish = None;
+    let mut saw_done = false;
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            saw_done = true;
+            break;
+        }
+        let c: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(c["object"], "chat.completion.chunk");
+        if let Some(t) = c["choices"][0]["delta"]["content"].as_str() {
+            streamed.push_str(t);
+        }
+        if let Some(f) = c["choices"][0]["finish_reason"].as_str() {
+            finish = Some(f.to_string());
+        }
+    }
+    assert!(saw_done);
+    assert_eq!(streamed, answer);
+    assert!(matches!(finish.as_deref(), Some("stop" | "length")));
+
+    // Completions, plain.
+    let (code, r) =
+        post(&s.base, "/v1/completions", &json!({ "prompt": "Hello world", "max_tokens": 5, "temperature": 0 }));
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["object"], "text_completion");
+    assert_eq!(r["usage"]["completion_tokens"].as_u64(), Some(5));
+
+    // Stop strings end the answer before them.
+    if answer.chars().count() > 3 {
+        let stop: String = answer.chars().skip(2).take(2).collect();
+        let mut body = chat_body("What is the capital of France?", false);
+        body["stop"] = json!([stop.clone()]);
+        let (_, r) = post(&s.base, "/v1/chat/completions", &body);
+        let text = r["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(answer.starts_with(text) && !text.contains(&stop), "{text:?} / {stop:?}");
+        assert_eq!(r["choices"][0]["finish_reason"], "stop");
+    }
+
+    // Concurrent requests queue; each gets exactly its sequential answer.
+    let prompts = ["Hello", "What is rust?", "bonjour monde", "tensors and axes", "Hello"];
+    let sequential: Vec<String> = prompts
+        .iter()
+        .map(|p| {
+            post(&s.base, "/v1/chat/completions", &chat_body(p, false)).1["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let handles: Vec<_> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (base, p) = (s.base.clone(), p.to_string());
+            std::thread::spawn(move || {
+                let body = chat_body(&p, i % 2 == 0);
+                if i % 2 == 0 {
+                    // Streamed: concatenate the deltas.
+                    let resp = ureq::post(&format!("{base}/v1/chat/completions")).send_json(body).unwrap();
+                    let mut out = String::new();
+                    for line in BufReader::new(resp.into_reader()).lines() {
+                        let line = line.unwrap();
+                        match line.strip_prefix("data: ") {
+                            Some("[DONE]") => break,
+                            Some(d) => {
+                                let c: Value = serde_json::from_str(d).unwrap();
+                                out.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+                            }
+                            None => {}
+                        }
+                    }
+                    out
+                } else {
+                    post(&base, "/v1/chat/completions", &body).1["choices"][0]["message"]["content"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                }
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), sequential[i], "request {i} ({:?})", prompts[i]);
+    }
+
+    // Bad requests: 4xx with an OpenAI-style JSON error.
+    let expect_error = |code: u16, want: u16, r: &Value, what: &str| {
+        assert_eq!(code, want, "{what}: {r}");
+        assert!(r["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {r}");
+    };
+    let raw = ureq::post(&format!("{}/v1/chat/completions", s.base))
+        .set("content-type", "application/json")
+        .send_string("{\"messages\": [");
+    match raw {
+        Err(ureq::Error::Status(code, r)) => expect_error(code, 400, &r.into_json().unwrap(), "malformed JSON"),
+        other => panic!("malformed JSON: {other:?}"),
+    }
+    let big = "x".repeat(2 << 20);
+    match ureq::post(&format!("{}/v1/completions", s.base)).send_json(json!({ "prompt": big })) {
+        Err(ureq::Error::Status(code, r)) => expect_error(code, 413, &r.into_json().unwrap(), "oversized body"),
+        Err(ureq::Error::Transport(_)) => {} // the server may close the connection mid-upload
+        other => panic!("oversized body: {other:?}"),
+    }
+    let long = "hello ".repeat(400);
+    let (code, r) = post(&s.base, "/v1/completions", &json!({ "prompt": long }));
+    expect_error(code, 400, &r, "prompt longer than the context");
+    assert_eq!(r["error"]["code"], "context_length_exceeded");
+    let (code, r) = post(
+        &s.base,
+        "/v1/chat/completions",
+        &json!({ "messages": [{ "role": "user", "content": "hi" }], "temperature": -1 }),
+    );
+    expect_error(code, 400, &r, "negative temperature");
+    let (code, r) =
+        post(&s.base, "/v1/chat/completions", &json!({ "messages": [{ "role": "wizard", "content": "hi" }] }));
+    expect_error(code, 400, &r, "unknown role");
+    let (code, r) = post(&s.base, "/v1/chat/completions", &json!({ "messages": [] }));
+    expect_error(code, 400, &r, "no messages");
+    let (code, r) = post(&s.base, "/v1/nothing", &json!({}));
+    expect_error(code, 404, &r, "unknown route");
+    // The server still answers after all that.
+    let (code, _) = post(&s.base, "/v1/chat/completions", &chat_body("Hello", false));
+    assert_eq!(code, 200);
+}
