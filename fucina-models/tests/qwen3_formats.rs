@@ -64,10 +64,11 @@ fn run(shape: Qwen3Shape, name: &str) {
             cos >= min_cos && rel <= max_rel,
             "{name} {ty:?}: cosine {cos} (>= {min_cos}), rel {rel} (<= {max_rel})"
         );
-        // Float formats: only summation order differs. Block formats quantize activations,
-        // where a one-ulp difference upstream can move a value across a rounding boundary.
+        // F16: the exact f32 path, only summation order differs. The others round activations
+        // (to bf16 in batches, to Q8 rows one at a time), where a one-ulp difference upstream
+        // can move a value across a rounding boundary and the difference grows layer by layer.
         let (_, backends) = compare(&native, &scalar);
-        let tol = if matches!(ty, GgmlType::F16 | GgmlType::BF16) { 1e-4 } else { 2e-2 };
+        let tol = if ty == GgmlType::F16 { 1e-4 } else { 2e-2 };
         eprintln!("{name} {ty:?}: native vs scalar {backends:.2e}");
         assert!(backends <= tol, "{name} {ty:?}: native vs scalar differ by {backends} of the largest logit");
     }

@@ -264,11 +264,22 @@ fn attention_matches_scalar_and_the_composed_ops() {
         let causal = if case % 3 == 2 { None } else { Some(t - s) };
         let q = Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
             .unwrap();
-        // Keys as a transposed view (strided rows); values in f16 on odd cases.
-        let k = Tensor::<axes![kv_seq, kv_head, head_dim]>::from_vec(values(case + 50, t * h * dk), &[t, h, dk])
-            .unwrap()
-            .permute::<axes![kv_head, kv_seq, head_dim]>()
-            .unwrap();
+        // Keys as a transposed view (strided rows) on even cases, contiguous (f16 on some) on
+        // odd ones; values in f16 on odd cases.
+        let k = if case % 2 == 0 {
+            Tensor::<axes![kv_seq, kv_head, head_dim]>::from_vec(values(case + 50, t * h * dk), &[t, h, dk])
+                .unwrap()
+                .permute::<axes![kv_head, kv_seq, head_dim]>()
+                .unwrap()
+        } else {
+            let k = Tensor::<axes![kv_head, kv_seq, head_dim]>::from_vec(values(case + 50, t * h * dk), &[h, t, dk])
+                .unwrap();
+            if case % 4 == 1 {
+                k.cast(DType::F16).unwrap()
+            } else {
+                k
+            }
+        };
         let v = Tensor::<axes![kv_head, kv_seq, d]>::from_vec(values(case + 90, h * t * dv), &[h, t, dv]).unwrap();
         let v = if case % 2 == 1 { v.cast(DType::F16).unwrap() } else { v };
         let scale = 1.0 / (dk as f32).sqrt();

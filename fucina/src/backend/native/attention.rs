@@ -4,6 +4,7 @@
 //! and shared by the `g` query heads of its group.
 
 use super::simd;
+use crate::backend::fdot::FloatRow;
 use crate::backend::{Attention, FloatSlice, HeadRows};
 use rayon::prelude::*;
 
@@ -34,6 +35,29 @@ fn row<'a>(r: &HeadRows<'a>, h: usize, j: usize, dim: usize, buf: &'a mut [f32])
     }
 }
 
+/// Rows `0..n` of head `h` as the bytes of one contiguous row-major block (rows `dim` apart),
+/// with their format; `None` when the rows are strided.
+fn contiguous_rows<'a>(r: &HeadRows<'a>, h: usize, n: usize, dim: usize) -> Option<(&'a [u8], FloatRow)> {
+    if r.row != dim {
+        return None;
+    }
+    let at = r.offset + h * r.head;
+    Some(match r.data {
+        FloatSlice::F32(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::F32),
+        FloatSlice::F16(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::F16),
+        FloatSlice::BF16(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::BF16),
+    })
+}
+
+/// The little-endian bytes of a slice of plain numbers.
+fn as_bytes<T: Copy>(s: &[T]) -> &[u8] {
+    #[cfg(target_endian = "big")]
+    compile_error!("the float row kernels read little-endian bytes");
+    // SAFETY: f32/f16/bf16 are plain old data without padding; the byte view covers exactly
+    // the slice's memory and lives as long as the borrow.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
 /// Native grouped-query attention (same math as the scalar spec, SIMD dot products and
 /// exponentials, tasks over heads and query blocks on the pool). Each key and value row is
 /// read (and widened from f16/bf16) once per block of queries.
@@ -54,14 +78,26 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
         let q = &p.q[(i0 * p.h) * p.g * p.dk..];
         // Row r = (query i0 + r / g, group head r % g) sits at q[((i0+qi)*h + h)*g + gi].
         let q_row = |qi: usize, gi: usize| &q[((qi * p.h + h) * p.g + gi) * p.dk..][..p.dk];
-        for j in 0..n_max {
-            let k = row(&p.k, h, j, p.dk, &mut buf);
+        if let Some((kbytes, fmt)) = contiguous_rows(&p.k, h, n_max, p.dk) {
+            // All scores of the block as one small GEMM: query rows gathered, key rows in place.
+            let mut qs = vec![0.0f32; rows * p.dk];
             for qi in 0..nq {
-                if j >= p.visible(i0 + qi) {
-                    continue;
-                }
                 for gi in 0..p.g {
-                    scores[(qi * p.g + gi) * n_max + j] = simd::dot(q_row(qi, gi), k) * p.scale;
+                    qs[(qi * p.g + gi) * p.dk..][..p.dk].copy_from_slice(q_row(qi, gi));
+                }
+            }
+            super::rowgemm::gemm_rows(rows, n_max, p.dk, &qs, kbytes, fmt, &mut scores, false);
+            scores.iter_mut().for_each(|v| *v *= p.scale);
+        } else {
+            for j in 0..n_max {
+                let k = row(&p.k, h, j, p.dk, &mut buf);
+                for qi in 0..nq {
+                    if j >= p.visible(i0 + qi) {
+                        continue;
+                    }
+                    for gi in 0..p.g {
+                        scores[(qi * p.g + gi) * n_max + j] = simd::dot(q_row(qi, gi), k) * p.scale;
+                    }
                 }
             }
         }

@@ -3,10 +3,14 @@
 //! Every kernel here has a twin in `scalar`; the parity suite checks they agree.
 
 mod attention;
+mod decode_bf16;
+pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
 mod gemm;
 pub use gemm::gemm_decoded;
 mod reduce;
+mod rowgemm;
+pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};
 pub mod simd;
 
 use super::{Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};

@@ -1,0 +1,420 @@
+//! GEMM of row-major activations `x [m, k]` with a row-major float weight `w [n, k]`
+//! (f32, f16 or bf16 bytes, as stored in a model file): `y = x w^T`, with no packing. A
+//! register tile of `RM` activation rows by `RN` weight rows keeps `RM x RN` vector
+//! accumulators running along `k`; the weight is widened to f32 as it is loaded, and each
+//! accumulator is summed across lanes once at the end. Both operands are read along their
+//! contiguous axis, so nothing is transposed or copied, and a weight row is read once per
+//! tile of activation rows (in L1 across the tiles of a block).
+
+use super::simd::{self, Level};
+use crate::backend::fdot::{self, FloatRow};
+use rayon::prelude::*;
+
+/// Activation rows per block: the block stays in L2 while a task's weight rows meet it.
+const IBLOCK: usize = 16;
+
+/// The output pointer; tasks write disjoint column ranges.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: each task writes only the columns of its own weight-row range.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// A tile kernel: `out[i * ldo + j] = dot(x row i, w row j)` for the tile's rows.
+type Tile = unsafe fn(FloatRow, &[f32], usize, &[u8], usize, usize, *mut f32, usize);
+
+/// `y [m, n] = x [m, k] * w [n, k]^T` for a float weight stored as bytes of `fmt`.
+pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRow, y: &mut [f32], parallel: bool) {
+    assert!(x.len() >= m * k && w.len() >= n * k * fmt.width() && y.len() >= m * n, "gemm_rows: sizes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (tile, rm, rn): (Option<Tile>, usize, usize) = match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 if crate::backend::qdot::has_f16c() => (Some(x86::tile_avx512), 4, 6),
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2Fma if crate::backend::qdot::has_f16c() => (Some(x86::tile_avx2), 3, 4),
+        _ => (None, 1, 1),
+    };
+    let row = fdot::row_kernel(fmt);
+    let wb = k * fmt.width();
+    let out = OutPtr(y.as_mut_ptr());
+    // Columns j0..j1 for all rows: full tiles by the tile kernel, the edges by row dots.
+    let task = |j0: usize, j1: usize| {
+        let o = out;
+        for i0 in (0..m).step_by(IBLOCK) {
+            let i1 = (i0 + IBLOCK).min(m);
+            let mut j = j0;
+            if let Some(tile) = tile {
+                while j + rn <= j1 {
+                    let mut i = i0;
+                    while i + rm <= i1 {
+                        // SAFETY: rows i..i+rm of x and j..j+rn of w exist; the tile writes
+                        // out[(i..i+rm) * n + (j..j+rn)], inside y and inside this task's columns.
+                        unsafe { tile(fmt, &x[i * k..], k, &w[j * wb..], wb, rn, o.0.add(i * n + j), n) };
+                        i += rm;
+                    }
+                    for ii in i..i1 {
+                        for jj in j..j + rn {
+                            // SAFETY: row lengths match (k values each); (ii, jj) is this task's.
+                            unsafe {
+                                *o.0.add(ii * n + jj) = row(&w[jj * wb..(jj + 1) * wb], &x[ii * k..(ii + 1) * k])
+                            };
+                        }
+                    }
+                    j += rn;
+                }
+            }
+            for jj in j..j1 {
+                for ii in i0..i1 {
+                    // SAFETY: as above.
+                    unsafe { *o.0.add(ii * n + jj) = row(&w[jj * wb..(jj + 1) * wb], &x[ii * k..(ii + 1) * k]) };
+                }
+            }
+        }
+    };
+    if parallel {
+        let threads = rayon::current_num_threads().max(1);
+        // Ranges of whole tiles, about eight per thread.
+        let per = n.div_ceil(8 * threads).div_ceil(rn).max(1) * rn;
+        (0..n.div_ceil(per)).into_par_iter().for_each(|c| task(c * per, ((c + 1) * per).min(n)));
+    } else {
+        task(0, n);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::FloatRow;
+    use std::arch::x86_64::*;
+
+    /// Writes a register-tiled dot-product kernel of `RM` activation rows by up to `RN`
+    /// weight rows over `LANES`-wide vectors.
+    macro_rules! tile_kernel {
+        ($name:ident, $feature:literal, rm: $rm:literal, rn: $rn:literal, lanes: $lanes:literal,
+         vec: $vec:ty, zero: $zero:ident, loadu: $loadu:ident, fma: $fma:ident, reduce: $reduce:ident,
+         f16: $f16:ident, bf16: $bf16:ident) => {
+            /// Tile kernel (see the module docs).
+            ///
+            /// # Safety
+            /// The CPU has the enabled features; `x` holds `RM` rows of `k` f32 at stride `k`;
+            /// `w` holds `rn` (<= RN) rows of `k` values of `fmt` at stride `wb` bytes; `out`
+            /// is valid for `RM` rows of `rn` floats at stride `ldo`.
+            #[target_feature(enable = $feature)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn $name(
+                fmt: FloatRow,
+                x: &[f32],
+                k: usize,
+                w: &[u8],
+                wb: usize,
+                rn: usize,
+                out: *mut f32,
+                ldo: usize,
+            ) {
+                const RM: usize = $rm;
+                const RN: usize = $rn;
+                const L: usize = $lanes;
+                debug_assert!(rn == RN);
+                let mut acc: [[$vec; RN]; RM] = [[$zero(); RN]; RM];
+                let xp = x.as_ptr();
+                let wp = w.as_ptr();
+                let steps = k / L;
+                // SAFETY (loads): p * L + L <= k values of every row; weights widened per format.
+                unsafe {
+                    // The loop, with the weight load `$at -> vector` spelled out per format (no
+                    // closures, so everything inlines under this function's target features).
+                    macro_rules! run {
+                        ($bp:ident, $p:ident => $load_w:expr) => {
+                            for $p in 0..steps {
+                                let mut a: [$vec; RM] = [$zero(); RM];
+                                for i in 0..RM {
+                                    a[i] = $loadu(xp.add(i * k + $p * L));
+                                }
+                                for j in 0..RN {
+                                    let $bp = wp.add(j * wb);
+                                    let b: $vec = $load_w;
+                                    for i in 0..RM {
+                                        acc[i][j] = $fma(a[i], b, acc[i][j]);
+                                    }
+                                }
+                            }
+                        };
+                    }
+                    match fmt {
+                        FloatRow::F32 => run!(bp, p => $loadu(bp.cast::<f32>().add(p * L))),
+                        FloatRow::F16 => run!(bp, p => $f16(bp.add(2 * p * L))),
+                        FloatRow::BF16 => run!(bp, p => $bf16(bp.add(2 * p * L))),
+                    }
+                }
+                for i in 0..RM {
+                    for j in 0..RN {
+                        // SAFETY: the features of this function are enabled.
+                        let mut s: f32 = unsafe { $reduce(acc[i][j]) };
+                        for q in steps * L..k {
+                            s += x[i * k + q] * fmt.get(&w[j * wb..], q);
+                        }
+                        // SAFETY: (i, j) is inside the tile the caller guarantees.
+                        unsafe { *out.add(i * ldo + j) = s };
+                    }
+                }
+            }
+        };
+    }
+
+    #[inline(always)]
+    unsafe fn sum512(v: __m512) -> f32 {
+        _mm512_reduce_add_ps(v)
+    }
+
+    #[inline(always)]
+    unsafe fn f16_512(p: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees 32 readable bytes at `p`.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn bf16_512(p: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees 32 readable bytes at `p`.
+        unsafe { _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast())), 16)) }
+    }
+
+    #[inline(always)]
+    unsafe fn sum256(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+    }
+
+    #[inline(always)]
+    unsafe fn f16_256(p: *const u8) -> __m256 {
+        // SAFETY: the caller guarantees 16 readable bytes at `p`.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn bf16_256(p: *const u8) -> __m256 {
+        // SAFETY: the caller guarantees 16 readable bytes at `p`.
+        unsafe { _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())), 16)) }
+    }
+
+    /// A 4 x 4 tile of bf16 dot products: `out[i * ldo + j] = sum_k x[i][k] w[j][k]`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and AVX-512 BF16; `x` holds 4 rows and `w` 4 rows of `k`
+    /// bf16 values (`k % 32 == 0`); `out` is valid for 4 rows of 4 floats at stride `ldo`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub unsafe fn tile_bf16(x: &[u16], w: &[u16], k: usize, out: *mut f32, ldo: usize) {
+        debug_assert!(x.len() >= 4 * k && w.len() >= 4 * k && k % 32 == 0);
+        let (xp, wp) = (x.as_ptr(), w.as_ptr());
+        // Sixteen named accumulators: LLVM keeps `vdpbf16ps` destinations in zmm0..zmm15, so
+        // a bigger tile (or an array of accumulators) is spilled to the stack.
+        let mut c00 = _mm512_setzero_ps();
+        let mut c01 = _mm512_setzero_ps();
+        let mut c02 = _mm512_setzero_ps();
+        let mut c03 = _mm512_setzero_ps();
+        let mut c10 = _mm512_setzero_ps();
+        let mut c11 = _mm512_setzero_ps();
+        let mut c12 = _mm512_setzero_ps();
+        let mut c13 = _mm512_setzero_ps();
+        let mut c20 = _mm512_setzero_ps();
+        let mut c21 = _mm512_setzero_ps();
+        let mut c22 = _mm512_setzero_ps();
+        let mut c23 = _mm512_setzero_ps();
+        let mut c30 = _mm512_setzero_ps();
+        let mut c31 = _mm512_setzero_ps();
+        let mut c32 = _mm512_setzero_ps();
+        let mut c33 = _mm512_setzero_ps();
+        for p in (0..k).step_by(32) {
+            // SAFETY: p + 32 <= k values of each row.
+            unsafe {
+                let ld = |q: *const u16| -> __m512bh { std::mem::transmute(_mm512_loadu_ps(q.cast::<f32>())) };
+                let a0 = ld(xp.add(0 * k + p));
+                let a1 = ld(xp.add(1 * k + p));
+                let a2 = ld(xp.add(2 * k + p));
+                let a3 = ld(xp.add(3 * k + p));
+                let b = ld(wp.add(0 * k + p));
+                c00 = _mm512_dpbf16_ps(c00, a0, b);
+                c10 = _mm512_dpbf16_ps(c10, a1, b);
+                c20 = _mm512_dpbf16_ps(c20, a2, b);
+                c30 = _mm512_dpbf16_ps(c30, a3, b);
+                let b = ld(wp.add(1 * k + p));
+                c01 = _mm512_dpbf16_ps(c01, a0, b);
+                c11 = _mm512_dpbf16_ps(c11, a1, b);
+                c21 = _mm512_dpbf16_ps(c21, a2, b);
+                c31 = _mm512_dpbf16_ps(c31, a3, b);
+                let b = ld(wp.add(2 * k + p));
+                c02 = _mm512_dpbf16_ps(c02, a0, b);
+                c12 = _mm512_dpbf16_ps(c12, a1, b);
+                c22 = _mm512_dpbf16_ps(c22, a2, b);
+                c32 = _mm512_dpbf16_ps(c32, a3, b);
+                let b = ld(wp.add(3 * k + p));
+                c03 = _mm512_dpbf16_ps(c03, a0, b);
+                c13 = _mm512_dpbf16_ps(c13, a1, b);
+                c23 = _mm512_dpbf16_ps(c23, a2, b);
+                c33 = _mm512_dpbf16_ps(c33, a3, b);
+            }
+        }
+        let tile = [[c00, c01, c02, c03], [c10, c11, c12, c13], [c20, c21, c22, c23], [c30, c31, c32, c33]];
+        for (i, row) in tile.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                // SAFETY: (i, j) is inside the tile the caller guarantees.
+                unsafe { *out.add(i * ldo + j) = _mm512_reduce_add_ps(*v) };
+            }
+        }
+    }
+
+    tile_kernel!(
+        tile_avx512, "avx512f,avx2,fma,f16c", rm: 4, rn: 6, lanes: 16,
+        vec: __m512, zero: _mm512_setzero_ps, loadu: _mm512_loadu_ps, fma: _mm512_fmadd_ps,
+        reduce: sum512, f16: f16_512, bf16: bf16_512
+    );
+
+    tile_kernel!(
+        tile_avx2, "avx2,fma,f16c", rm: 3, rn: 4, lanes: 8,
+        vec: __m256, zero: _mm256_setzero_ps, loadu: _mm256_loadu_ps, fma: _mm256_fmadd_ps,
+        reduce: sum256, f16: f16_256, bf16: bf16_256
+    );
+}
+
+/// The bf16 tile without bf16 instructions: the same values widened to f32 (exact) and
+/// multiplied in f32, eight partial sums per dot product (LLVM vectorizes the inner loop).
+///
+/// # Safety
+/// `x` holds `RM` rows and `w` `RN` rows of `k` values; `out` is valid for `RM` rows of `RN`
+/// floats at stride `ldo`.
+unsafe fn tile_bf16_portable<const RM: usize, const RN: usize>(
+    x: &[u16],
+    w: &[u16],
+    k: usize,
+    out: *mut f32,
+    ldo: usize,
+) {
+    let f = |b: u16| f32::from_bits((b as u32) << 16);
+    for i in 0..RM {
+        for j in 0..RN {
+            let (xr, wr) = (&x[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]);
+            let mut acc = [0.0f32; 8];
+            for (xc, wc) in xr.chunks_exact(8).zip(wr.chunks_exact(8)) {
+                for l in 0..8 {
+                    acc[l] += f(xc[l]) * f(wc[l]);
+                }
+            }
+            // SAFETY: (i, j) is inside the tile the caller guarantees.
+            unsafe { *out.add(i * ldo + j) = acc.iter().sum() };
+        }
+    }
+}
+
+/// Whether [`gemm_rows_bf16`] runs on AVX-512 BF16 dot products here.
+pub fn has_bf16_dot() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static BF16: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *BF16.get_or_init(|| {
+            simd::level() == Level::Avx512
+                && std::env::var_os("FUCINA_NO_BF16").is_none()
+                && std::arch::is_x86_feature_detected!("avx512bf16")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Weight rows per block of [`gemm_rows_bf16`]: decoded together, then met by every tile of
+/// activation rows while they sit in L2.
+const JBLOCK: usize = 48;
+
+// JBLOCK is a whole number of bf16 tiles.
+const _: () = assert!(JBLOCK % 4 == 0);
+
+/// `y [m, n] = x [m, k] * w^T` in bf16 products with f32 accumulation: `x` is given as bf16
+/// bits (`m` rows of `k`), weight row `j` is produced as bf16 bits by `decode(j, out)`, once
+/// per call; `k` must be a multiple of 32. With AVX-512 BF16 ([`has_bf16_dot`]) the tiles run
+/// on `vdpbf16ps` (twice the f32 FMA rate); elsewhere a portable tile widens the same bf16
+/// values to f32, so the result is the same up to summation order.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_rows_bf16(
+    m: usize,
+    n: usize,
+    k: usize,
+    x: &[u16],
+    decode: &(dyn Fn(usize, &mut [u16]) + Sync),
+    y: &mut [f32],
+    parallel: bool,
+) {
+    assert!(k.is_multiple_of(32), "gemm_rows_bf16: k % 32 == 0");
+    let fast = has_bf16_dot();
+    assert!(x.len() >= m * k && y.len() >= m * n, "gemm_rows_bf16: sizes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    const RM: usize = 4;
+    const RN: usize = 4;
+    let out = OutPtr(y.as_mut_ptr());
+    // Activation rows padded with zero rows to whole tiles.
+    let m_pad = m.div_ceil(RM) * RM;
+    let mut xp = vec![0u16; m_pad * k];
+    xp[..m * k].copy_from_slice(&x[..m * k]);
+    let xp = &xp;
+    let task = |j0: usize, j1: usize| {
+        let o = out;
+        let mut wbuf = vec![0u16; JBLOCK * k];
+        let mut tmp = [0.0f32; RM * RN];
+        let mut jb = j0;
+        while jb < j1 {
+            let rows = JBLOCK.min(j1 - jb);
+            let tiles = rows.div_ceil(RN);
+            for r in 0..tiles * RN {
+                let dst = &mut wbuf[r * k..(r + 1) * k];
+                if r < rows {
+                    decode(jb + r, dst);
+                } else {
+                    dst.fill(0);
+                }
+            }
+            for i0 in (0..m_pad).step_by(IBLOCK) {
+                let i1 = (i0 + IBLOCK).min(m_pad);
+                for t in 0..tiles {
+                    let (j, cols) = (jb + t * RN, RN.min(rows - t * RN));
+                    let w = &wbuf[t * RN * k..(t + 1) * RN * k];
+                    for i in (i0..i1).step_by(RM) {
+                        let full = cols == RN && i + RM <= m;
+                        let xs = &xp[i * k..(i + RM) * k];
+                        // SAFETY: x holds rows i..i+RM (padded), w holds RN rows of k; the tile
+                        // goes to `tmp` (RM x RN, stride RN) or straight to y's rows i..i+RM and
+                        // this task's columns j..j+RN; the AVX-512 tile runs only when
+                        // has_bf16_dot() said the CPU has it.
+                        unsafe {
+                            let (dst, ld) = if full { (o.0.add(i * n + j), n) } else { (tmp.as_mut_ptr(), RN) };
+                            #[cfg(target_arch = "x86_64")]
+                            if fast {
+                                x86::tile_bf16(xs, w, k, dst, ld);
+                            } else {
+                                tile_bf16_portable::<RM, RN>(xs, w, k, dst, ld);
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            tile_bf16_portable::<RM, RN>(xs, w, k, dst, ld);
+                            if !full {
+                                for ii in 0..RM.min(m - i.min(m)) {
+                                    for jj in 0..cols {
+                                        *o.0.add((i + ii) * n + j + jj) = tmp[ii * RN + jj];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            jb += rows;
+        }
+    };
+    if parallel {
+        let threads = rayon::current_num_threads().max(1);
+        let per = n.div_ceil(4 * threads).div_ceil(RN).max(1) * RN;
+        (0..n.div_ceil(per)).into_par_iter().for_each(|c| task(c * per, ((c + 1) * per).min(n)));
+    } else {
+        task(0, n);
+    }
+}
