@@ -92,8 +92,44 @@ mod avx2 {
     /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+        let nb = w.len() / Q8_0_BYTES;
         let mut acc = _mm256_setzero_ps();
-        for (bw, ba) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let mut b = 0;
+        // Eight blocks at a time: their integer sums are reduced into one vector (one lane per
+        // block) and scaled by the eight scale products at once.
+        while b + 8 <= nb {
+            let mut p = [_mm256_setzero_si256(); 8];
+            for (t, pt) in p.iter_mut().enumerate() {
+                let at = (b + t) * Q8_0_BYTES + 2;
+                // SAFETY: block b + t has 32 quant bytes at `at` in both rows; AVX2 is enabled.
+                *pt = unsafe {
+                    mul_sum_i8(
+                        _mm256_loadu_si256(w.as_ptr().add(at) as *const __m256i),
+                        _mm256_loadu_si256(a.as_ptr().add(at) as *const __m256i),
+                    )
+                };
+            }
+            let h01 = _mm256_hadd_epi32(p[0], p[1]);
+            let h23 = _mm256_hadd_epi32(p[2], p[3]);
+            let h45 = _mm256_hadd_epi32(p[4], p[5]);
+            let h67 = _mm256_hadd_epi32(p[6], p[7]);
+            let lo = _mm256_hadd_epi32(h01, h23);
+            let hi = _mm256_hadd_epi32(h45, h67);
+            // Lanes 0..4 of `lo` hold the low-half sums of blocks 0..4, lanes 4..8 the high-half
+            // sums; same for `hi` and blocks 4..8.
+            let sums = _mm256_add_epi32(
+                _mm256_permute2x128_si256(lo, hi, 0x20),
+                _mm256_permute2x128_si256(lo, hi, 0x31),
+            );
+            let half = |r: &[u8]| {
+                let s = |t: usize| i16::from_le_bytes([r[(b + t) * Q8_0_BYTES], r[(b + t) * Q8_0_BYTES + 1]]);
+                _mm256_cvtph_ps(_mm_setr_epi16(s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7)))
+            };
+            let d = _mm256_mul_ps(half(w), half(a));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
+            b += 8;
+        }
+        for (bw, ba) in w[b * Q8_0_BYTES..].chunks_exact(Q8_0_BYTES).zip(a[b * Q8_0_BYTES..].chunks_exact(Q8_0_BYTES)) {
             // SAFETY: each block has 32 quant bytes after its 2-byte scale.
             let (x, y) = unsafe {
                 (

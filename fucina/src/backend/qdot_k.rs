@@ -302,6 +302,10 @@ mod avx2 {
             }
             let qs = if Q5 { &b[48..176] } else { &b[16..144] };
             let hm = if Q5 { unsafe { load(&b[16..48]) } } else { _mm256_setzero_si256() };
+            // The eight scales as i16 in both 128-bit halves: each group's broadcast is then
+            // one in-lane shuffle.
+            let sc16 = _mm256_cvtepu8_epi16(sm);
+            let sc16 = _mm256_permute2x128_si256(sc16, sc16, 0x00);
             let mut sumi = [_mm256_setzero_si256(); R];
             for c in 0..4 {
                 let q = unsafe { load(&qs[32 * c..]) };
@@ -314,8 +318,8 @@ mod avx2 {
                     lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
                     hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
                 }
-                let s0 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8)));
-                let s1 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set1_epi8(2 * c as i8 + 1)));
+                let s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(((4 * c + 1) << 8 | 4 * c) as i16));
+                let s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(((4 * c + 3) << 8 | (4 * c + 2)) as i16));
                 for r in 0..R {
                     let qa = &ba[r][4..260];
                     let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };

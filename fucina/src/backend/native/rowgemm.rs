@@ -41,7 +41,8 @@ pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRo
     let wb = k * fmt.width();
     let out = OutPtr(y.as_mut_ptr());
     // Columns j0..j1 for all rows: full tiles by the tile kernel, the edges by row dots.
-    let task = |j0: usize, j1: usize| {
+    // Columns j0..j1 (a block of weight rows that stays in L2) for all rows.
+    let block = |j0: usize, j1: usize| {
         let o = out;
         for i0 in (0..m).step_by(IBLOCK) {
             let i1 = (i0 + IBLOCK).min(m);
@@ -72,6 +73,14 @@ pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRo
                     unsafe { *o.0.add(ii * n + jj) = row(&w[jj * wb..(jj + 1) * wb], &x[ii * k..(ii + 1) * k]) };
                 }
             }
+        }
+    };
+    // A task's weight rows in blocks of whole tiles: each block is read from memory once and
+    // met by every activation row before the next.
+    let jblock = rn * 8;
+    let task = |j0: usize, j1: usize| {
+        for jb in (j0..j1).step_by(jblock) {
+            block(jb, (jb + jblock).min(j1));
         }
     };
     if parallel {
