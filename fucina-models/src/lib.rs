@@ -6,6 +6,7 @@
 pub mod llm;
 pub mod lm;
 pub mod mlp;
+pub mod nam;
 pub mod quantize;
 pub mod qwen3;
 pub mod serve;

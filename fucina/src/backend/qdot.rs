@@ -117,10 +117,8 @@ mod avx2 {
             let hi = _mm256_hadd_epi32(h45, h67);
             // Lanes 0..4 of `lo` hold the low-half sums of blocks 0..4, lanes 4..8 the high-half
             // sums; same for `hi` and blocks 4..8.
-            let sums = _mm256_add_epi32(
-                _mm256_permute2x128_si256(lo, hi, 0x20),
-                _mm256_permute2x128_si256(lo, hi, 0x31),
-            );
+            let sums =
+                _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
             let half = |r: &[u8]| {
                 let s = |t: usize| i16::from_le_bytes([r[(b + t) * Q8_0_BYTES], r[(b + t) * Q8_0_BYTES + 1]]);
                 _mm256_cvtph_ps(_mm_setr_epi16(s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7)))

@@ -1,6 +1,7 @@
 //! File formats: GGUF (read over mmap, byte-identical write), safetensors (read over mmap,
-//! write), module save/load, training checkpoints.
+//! write), NAM `.nam` amp models, module save/load, training checkpoints.
 
 pub mod checkpoint;
 pub mod gguf;
+pub mod nam;
 pub mod safetensors;
