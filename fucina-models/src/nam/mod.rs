@@ -2,6 +2,8 @@
 //! written in the DSL ([`wavenet`], whole signals, differentiable), as a streaming engine for
 //! real time ([`stream`], no allocation per buffer), or as an LSTM ([`lstm`]).
 
+#[cfg(feature = "live")]
+pub mod live;
 pub mod lstm;
 pub mod stream;
 pub mod wavenet;

@@ -8,7 +8,7 @@
 //! by the current block; when the buffer fills, the history is moved back to the front.
 
 use super::wavenet::WaveNet;
-use fucina::backend::native::Native;
+use fucina::backend::native::{frames_gemm_acc, Native};
 use fucina::backend::{Kernels, UnaryOp};
 use fucina::formats::nam::Activation;
 
@@ -288,22 +288,19 @@ impl WaveNetStream {
                 let (cur, rest) = a.layers.split_at_mut(li + 1);
                 let l = &mut cur[li];
                 let (mid, ch, bn) = (l.mid, l.ch, l.bn);
-                // z = conv(history) + bias + mixer * audio
+                // z = bias + mixer * audio + sum over taps of (history frames at that tap) W_tap
                 for t in 0..n {
-                    let zt = &mut z[t * mid..(t + 1) * mid];
                     let xt = x[t];
-                    for ((o, b), mx) in zt.iter_mut().zip(&l.conv_b).zip(&l.mixer) {
+                    for ((o, b), mx) in z[t * mid..(t + 1) * mid].iter_mut().zip(&l.conv_b).zip(&l.mixer) {
                         *o = b + mx * xt;
                     }
-                    for tap in 0..l.k {
-                        let src = l.hist.frame(t, (l.k - 1 - tap) * l.d);
-                        let wt = &l.conv[tap * ch * mid..(tap + 1) * ch * mid];
-                        for (c, s) in src.iter().enumerate() {
-                            for (o, w) in zt.iter_mut().zip(&wt[c * mid..(c + 1) * mid]) {
-                                *o += w * s;
-                            }
-                        }
-                    }
+                }
+                for tap in 0..l.k {
+                    let back = (l.k - 1 - tap) * l.d;
+                    let first = (l.hist.pos - back) * ch;
+                    let src = &l.hist.buf[first..first + n * ch];
+                    let wt = &l.conv[tap * ch * mid..(tap + 1) * ch * mid];
+                    frames_gemm_acc(n, ch, mid, src, ch, wt, &mut z[..n * mid], mid);
                 }
                 // Activation (and gating) into `post` [n][bn].
                 activate(l.act, &z[..n * mid], &mut za[..n * mid]);
@@ -331,23 +328,21 @@ impl WaveNetStream {
                 if !last {
                     rest[0].hist.reserve(n);
                 }
-                for t in 0..n {
-                    let inp = l.hist.frame(t, 0);
+                {
+                    let first = l.hist.pos * ch;
+                    let inp = &l.hist.buf[first..first + n * ch];
                     let dst: &mut [f32] = if last {
-                        &mut next_in[t * ch..(t + 1) * ch]
+                        &mut next_in[..n * ch]
                     } else {
-                        let f = rest[0].hist.pos + t;
-                        &mut rest[0].hist.buf[f * ch..(f + 1) * ch]
+                        let f = rest[0].hist.pos * ch;
+                        &mut rest[0].hist.buf[f..f + n * ch]
                     };
-                    for ((o, i), b) in dst.iter_mut().zip(inp).zip(&l.out_b) {
-                        *o = i + b;
-                    }
-                    let pt = &post[t * bn..(t + 1) * bn];
-                    for (bi, p) in pt.iter().enumerate() {
-                        for (o, w) in dst.iter_mut().zip(&l.out[bi * ch..(bi + 1) * ch]) {
-                            *o += w * p;
+                    for (df, sf) in dst.chunks_exact_mut(ch).zip(inp.chunks_exact(ch)) {
+                        for ((o, i), b) in df.iter_mut().zip(sf).zip(&l.out_b) {
+                            *o = i + b;
                         }
                     }
+                    frames_gemm_acc(n, bn, ch, &post[..n * bn], bn, &l.out, dst, ch);
                 }
                 l.hist.advance(n);
             }

@@ -6,6 +6,8 @@ mod attention;
 mod decode_bf16;
 pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
+mod frames;
+pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
 pub use gemm::gemm_decoded;
 mod reduce;

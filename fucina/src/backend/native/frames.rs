@@ -1,0 +1,125 @@
+//! Small products over time frames, for streaming models (the real-time amp): `out[t] +=
+//! x[t] W` for `n` frames, where a frame is a short channel vector (2..64 values) and `W`
+//! is `[ni, no]`. Register-blocked (4 frames by 8 outputs) under AVX2/FMA when the CPU has
+//! it; no allocation, no threads, so it is safe on an audio thread.
+
+use super::simd::{self, Level};
+
+/// `out[t * os + o] += sum_i x[t * xs + i] * w[i * no + o]` for `t < n`, `o < no`, `i < ni`:
+/// the scalar specification.
+#[allow(clippy::too_many_arguments)]
+pub fn frames_gemm_acc_scalar(
+    n: usize,
+    ni: usize,
+    no: usize,
+    x: &[f32],
+    xs: usize,
+    w: &[f32],
+    out: &mut [f32],
+    os: usize,
+) {
+    for t in 0..n {
+        for i in 0..ni {
+            let v = x[t * xs + i];
+            for o in 0..no {
+                out[t * os + o] += v * w[i * no + o];
+            }
+        }
+    }
+}
+
+/// [`frames_gemm_acc_scalar`] on the fastest path available.
+#[allow(clippy::too_many_arguments)]
+pub fn frames_gemm_acc(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], out: &mut [f32], os: usize) {
+    if n == 0 || no == 0 {
+        return;
+    }
+    assert!(
+        (n - 1) * xs + ni <= x.len() && ni * no <= w.len() && (n - 1) * os + no <= out.len(),
+        "frames_gemm_acc: operand sizes"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if simd::level().has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA; sizes were checked above.
+        unsafe { avx2(n, ni, no, x, xs, w, out, os) };
+        return;
+    }
+    let _ = Level::Portable;
+    frames_gemm_acc_scalar(n, ni, no, x, xs, w, out, os)
+}
+
+/// # Safety
+/// AVX2 and FMA present; the operands hold what [`frames_gemm_acc`] checked.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn avx2(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], out: &mut [f32], os: usize) {
+    use std::arch::x86_64::*;
+    let (xp, wp, op) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
+    let full = no / 8 * 8;
+    let mut t = 0;
+    // SAFETY (all pointer arithmetic below): t + 3 < n, o + 8 <= no and i < ni keep every
+    // access inside the sizes the caller checked.
+    unsafe {
+        while t + 4 <= n {
+            let mut o = 0;
+            while o < full {
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for (r, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_loadu_ps(op.add((t + r) * os + o));
+                }
+                for i in 0..ni {
+                    let wv = _mm256_loadu_ps(wp.add(i * no + o));
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(_mm256_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(op.add((t + r) * os + o), *a);
+                }
+                o += 8;
+            }
+            for r in 0..4 {
+                for oo in full..no {
+                    let mut s = *op.add((t + r) * os + oo);
+                    for i in 0..ni {
+                        s += *xp.add((t + r) * xs + i) * *wp.add(i * no + oo);
+                    }
+                    *op.add((t + r) * os + oo) = s;
+                }
+            }
+            t += 4;
+        }
+        while t < n {
+            for i in 0..ni {
+                let v = *xp.add(t * xs + i);
+                for o in 0..no {
+                    *op.add(t * os + o) += v * *wp.add(i * no + o);
+                }
+            }
+            t += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_the_scalar_spec() {
+        for (n, ni, no, xs, os) in
+            [(1, 1, 1, 1, 1), (9, 16, 16, 16, 16), (13, 8, 12, 9, 14), (4, 3, 33, 5, 40), (7, 16, 32, 16, 32)]
+        {
+            let x: Vec<f32> = (0..n * xs).map(|i| ((i * 37) % 17) as f32 * 0.1 - 0.8).collect();
+            let w: Vec<f32> = (0..ni * no).map(|i| ((i * 11) % 13) as f32 * 0.07 - 0.4).collect();
+            let mut a: Vec<f32> = (0..n * os).map(|i| i as f32 * 0.01).collect();
+            let mut b = a.clone();
+            frames_gemm_acc(n, ni, no, &x, xs, &w, &mut a, os);
+            frames_gemm_acc_scalar(n, ni, no, &x, xs, &w, &mut b, os);
+            for (p, q) in a.iter().zip(&b) {
+                assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{n}x{ni}x{no}: {p} vs {q}");
+            }
+        }
+    }
+}
