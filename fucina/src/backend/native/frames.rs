@@ -54,50 +54,71 @@ pub fn frames_gemm_acc(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: 
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn avx2(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], out: &mut [f32], os: usize) {
-    use std::arch::x86_64::*;
-    let (xp, wp, op) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
-    let full = no / 8 * 8;
     let mut t = 0;
-    // SAFETY (all pointer arithmetic below): t + 3 < n, o + 8 <= no and i < ni keep every
-    // access inside the sizes the caller checked.
+    // SAFETY: t + 4 <= n here and below t < n; the block helper's contract holds.
     unsafe {
         while t + 4 <= n {
-            let mut o = 0;
-            while o < full {
-                let mut acc = [_mm256_setzero_ps(); 4];
-                for (r, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_loadu_ps(op.add((t + r) * os + o));
-                }
-                for i in 0..ni {
-                    let wv = _mm256_loadu_ps(wp.add(i * no + o));
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(_mm256_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
-                    }
-                }
-                for (r, a) in acc.iter().enumerate() {
-                    _mm256_storeu_ps(op.add((t + r) * os + o), *a);
-                }
-                o += 8;
-            }
-            for r in 0..4 {
-                for oo in full..no {
-                    let mut s = *op.add((t + r) * os + oo);
-                    for i in 0..ni {
-                        s += *xp.add((t + r) * xs + i) * *wp.add(i * no + oo);
-                    }
-                    *op.add((t + r) * os + oo) = s;
-                }
-            }
+            rows::<4>(t, ni, no, x.as_ptr(), xs, w.as_ptr(), out.as_mut_ptr(), os);
             t += 4;
         }
         while t < n {
+            rows::<1>(t, ni, no, x.as_ptr(), xs, w.as_ptr(), out.as_mut_ptr(), os);
+            t += 1;
+        }
+    }
+}
+
+/// `R` frames starting at `t`, all outputs: 8-wide column chunks, the last one masked.
+///
+/// # Safety
+/// AVX2/FMA enabled by the caller; frames `t..t+R` and every column `< no` lie inside the
+/// operands.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows<const R: usize>(t: usize, ni: usize, no: usize, xp: *const f32, xs: usize, wp: *const f32, op: *mut f32, os: usize) {
+    use std::arch::x86_64::*;
+    let mut o = 0;
+    // Full 8-wide chunks with plain loads and stores.
+    while o + 8 <= no {
+        // SAFETY: columns o..o+8 lie inside row (t + r) of out and row i of w.
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_loadu_ps(op.add((t + r) * os + o));
+            }
             for i in 0..ni {
-                let v = *xp.add(t * xs + i);
-                for o in 0..no {
-                    *op.add(t * os + o) += v * *wp.add(i * no + o);
+                let wv = _mm256_loadu_ps(wp.add(i * no + o));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(_mm256_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
                 }
             }
-            t += 1;
+            for (r, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(op.add((t + r) * os + o), *a);
+            }
+        }
+        o += 8;
+    }
+    if o == no {
+        return;
+    }
+    // The last 1..7 columns: masked, so nothing outside the operands is touched.
+    let left = (no - o) as i32;
+    let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    // SAFETY: the masked lanes stay inside row (t + r) of out and row i of w.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (r, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_maskload_ps(op.add((t + r) * os + o), mask);
+        }
+        for i in 0..ni {
+            let wv = _mm256_maskload_ps(wp.add(i * no + o), mask);
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(_mm256_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            _mm256_maskstore_ps(op.add((t + r) * os + o), mask, *a);
         }
     }
 }
