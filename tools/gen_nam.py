@@ -10,7 +10,9 @@ loads the file back with the package's loader, and runs it on a fixed test signa
 * fucina-models/tests/goldens/nam/<name>.nam        the exported models
 * fucina-models/tests/goldens/nam/<name>.v05.nam    the same WaveNet in the 0.5 schema
   (`head_size`/`head_bias`/`kernel_size`/`gated` keys), as most published captures are
-* fucina-models/tests/goldens/nam/signals.json      the input and every model's output
+* fucina-models/tests/goldens/nam/signals.json      the input and every model's output,
+  including `trained.nam`: the model fucina's `amp-train` wrote (committed, an input here),
+  run by the package's loader, so the test proves fucina's export runs the same in NAM
 
 The weights are drawn at a scale that drives the tanh layers into their nonlinear range.
 """
@@ -125,6 +127,12 @@ def main():
             with torch.no_grad():
                 y = loaded(torch.from_numpy(x), pad_start=True)
             outputs[name] = y.numpy().astype(np.float32).tolist()
+    trained = os.path.join(out_dir, "trained.nam")
+    if os.path.exists(trained):
+        with open(trained) as f:
+            loaded = init_from_nam(json.load(f)).eval()
+        with torch.no_grad():
+            outputs["trained"] = loaded(torch.from_numpy(x), pad_start=True).numpy().astype(np.float32).tolist()
     with open(os.path.join(out_dir, "signals.json"), "w") as f:
         json.dump({"generator": "tools/gen_nam.py", "sample_rate": 48000, "input": x.tolist(), "outputs": outputs}, f)
         f.write("\n")

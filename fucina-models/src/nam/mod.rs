@@ -1,11 +1,13 @@
 //! Neural Amp Modeler models: `.nam` files ([`fucina::formats::nam`]) run as a WaveNet
 //! written in the DSL ([`wavenet`], whole signals, differentiable), as a streaming engine for
-//! real time ([`stream`], no allocation per buffer), or as an LSTM ([`lstm`]).
+//! real time ([`stream`], no allocation per buffer), or as an LSTM ([`lstm`]); and
+//! training a WaveNet with autograd and AdamW, exported back to `.nam` ([`train`]).
 
 #[cfg(feature = "live")]
 pub mod live;
 pub mod lstm;
 pub mod stream;
+pub mod train;
 pub mod wavenet;
 
 use fucina::formats::nam::{Architecture, NamFile};

@@ -76,7 +76,16 @@ unsafe fn avx2(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<const R: usize>(t: usize, ni: usize, no: usize, xp: *const f32, xs: usize, wp: *const f32, op: *mut f32, os: usize) {
+unsafe fn rows<const R: usize>(
+    t: usize,
+    ni: usize,
+    no: usize,
+    xp: *const f32,
+    xs: usize,
+    wp: *const f32,
+    op: *mut f32,
+    os: usize,
+) {
     use std::arch::x86_64::*;
     let mut o = 0;
     // Full 8-wide chunks with plain loads and stores.

@@ -521,34 +521,27 @@ impl NamFile {
     }
 }
 
-/// Writes a `.nam` file (0.5 schema, which every NAM loader reads) for a WaveNet or LSTM
-/// with the given flat weights.
+/// The `.nam` schema to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// 0.7: what neural-amp-modeler 0.13 writes and reads (per-layer lists, `head` object,
+    /// `layer1x1`/`head1x1`, FiLM switches).
+    V0_7,
+    /// 0.5: what NAM 0.5..0.12 and older plugins read (`head_size`, `kernel_size`, `gated`).
+    V0_5,
+}
+
+/// A `.nam` document for a WaveNet or LSTM with the given flat weights.
 pub fn to_json(
     architecture: &Architecture,
     weights: &[f32],
     sample_rate: Option<f64>,
     metadata: Option<&Value>,
+    schema: Schema,
 ) -> Value {
     let (arch, config) = match architecture {
         Architecture::WaveNet(c) => {
-            let layers: Vec<Value> = c
-                .layers
-                .iter()
-                .map(|la| {
-                    let gated = la.gating.first().copied().flatten().is_some();
-                    serde_json::json!({
-                        "input_size": la.input_size,
-                        "condition_size": la.condition_size,
-                        "channels": la.channels,
-                        "head_size": la.head_out,
-                        "kernel_size": la.kernel_sizes[0],
-                        "dilations": la.dilations,
-                        "activation": activation_name(la.activations[0]),
-                        "gated": gated,
-                        "head_bias": la.head_bias,
-                    })
-                })
-                .collect();
+            let layers: Vec<Value> = c.layers.iter().map(|la| array_json(la, schema)).collect();
             ("WaveNet", serde_json::json!({ "layers": layers, "head": Value::Null, "head_scale": c.head_scale }))
         }
         Architecture::Lstm(c) => (
@@ -556,8 +549,12 @@ pub fn to_json(
             serde_json::json!({ "input_size": c.input_size, "hidden_size": c.hidden_size, "num_layers": c.num_layers }),
         ),
     };
+    let version = match schema {
+        Schema::V0_7 => "0.7.0",
+        Schema::V0_5 => "0.5.4",
+    };
     let mut out = serde_json::json!({
-        "version": "0.5.4",
+        "version": version,
         "architecture": arch,
         "config": config,
         "weights": weights,
@@ -567,6 +564,63 @@ pub fn to_json(
         out["sample_rate"] = serde_json::json!(r);
     }
     out
+}
+
+fn activation_json(a: Activation) -> Value {
+    match a {
+        Activation::Hardtanh { min, max } => serde_json::json!({ "type": "Hardtanh", "min_val": min, "max_val": max }),
+        Activation::LeakyRelu { slope } => serde_json::json!({ "type": "LeakyReLU", "negative_slope": slope }),
+        other => serde_json::json!({ "type": activation_name(other) }),
+    }
+}
+
+fn array_json(la: &LayerArray, schema: Schema) -> Value {
+    match schema {
+        Schema::V0_5 => serde_json::json!({
+            "input_size": la.input_size,
+            "condition_size": la.condition_size,
+            "channels": la.channels,
+            "head_size": la.head_out,
+            "kernel_size": la.kernel_sizes[0],
+            "dilations": la.dilations,
+            "activation": activation_name(la.activations[0]),
+            "gated": la.gating.first().copied().flatten().is_some(),
+            "head_bias": la.head_bias,
+        }),
+        Schema::V0_7 => {
+            let off = serde_json::json!({ "active": false, "shift": true, "groups": 1 });
+            let mut v = serde_json::json!({
+                "input_size": la.input_size,
+                "condition_size": la.condition_size,
+                "head": { "out_channels": la.head_out, "kernel_size": la.head_kernel, "bias": la.head_bias },
+                "channels": la.channels,
+                "kernel_sizes": la.kernel_sizes,
+                "dilations": la.dilations,
+                "activation": la.activations.iter().map(|a| activation_json(*a)).collect::<Vec<_>>(),
+                "bottleneck": la.bottleneck,
+                "head1x1": { "active": false, "out_channels": 1, "groups": 1 },
+                "layer1x1": { "active": true, "groups": 1 },
+                "groups_input": 1,
+                "groups_input_mixin": 1,
+                "gating_mode": la.gating.iter().map(|g| if g.is_some() { "gated" } else { "none" }).collect::<Vec<_>>(),
+                "secondary_activation": la.gating.iter().map(|g| g.map_or(Value::Null, activation_json)).collect::<Vec<_>>(),
+                "slimmable": Value::Null,
+            });
+            for film in [
+                "conv_pre_film",
+                "conv_post_film",
+                "input_mixin_pre_film",
+                "input_mixin_post_film",
+                "activation_pre_film",
+                "activation_post_film",
+                "layer1x1_post_film",
+                "head1x1_post_film",
+            ] {
+                v[film] = off.clone();
+            }
+            v
+        }
+    }
 }
 
 fn activation_name(a: Activation) -> &'static str {
@@ -605,6 +659,17 @@ mod tests {
         assert_eq!(f.sample_rate, Some(48000.0));
         let e = NamFile::parse(tiny("", 49).as_bytes()).unwrap_err().to_string();
         assert!(e.contains("needs 50 weights, the file has 49"), "{e}");
+    }
+
+    #[test]
+    fn both_schemas_round_trip() {
+        let f = NamFile::parse(tiny("", 50).as_bytes()).unwrap();
+        for schema in [Schema::V0_7, Schema::V0_5] {
+            let doc = to_json(&f.architecture, &f.weights, f.sample_rate, None, schema);
+            let back = NamFile::parse(doc.to_string().as_bytes()).unwrap();
+            assert_eq!(back.architecture, f.architecture, "{schema:?}");
+            assert_eq!(back.weights, f.weights);
+        }
     }
 
     #[test]
