@@ -1,0 +1,452 @@
+//! DeepSeek-V2/V3 in the DSL: multi-head latent attention (MLA) in its absorbed form over a
+//! cache of compressed latents, dense SwiGLU layers first, then mixtures of experts with
+//! shared experts and softmax (V2) or biased-sigmoid group-limited (V3) routing.
+//!
+//! Attention per layer, for queries `q = [q_nope, q_rope]` per head and the cached latent
+//! `c` (`kv_lora` wide, RMS-normed) with the shared rotary key `k_rope`: the key of head `h`
+//! is `[W_kb[h] c, k_rope]` and its value `W_vb[h] c`. Absorbing `W_kb` into the query
+//! (`q_nope W_kb[h]`) and `W_vb` into the output makes attention a single-kv-head attention
+//! over `[c, k_rope]`, so the cache holds `kv_lora + qk_rope` values per position for all
+//! heads together, and keys and values are never decompressed.
+
+use super::config::{DeepSeekConfig, Gating, MoeConfig};
+use super::experts::ExpertStore;
+use crate::llm::kv_cache::KvCache;
+use crate::llm::rope::Rope;
+use crate::llm::weights::ModelFile;
+use crate::qwen3::model::Mlp;
+use fucina::ops::{attention, RopeStyle};
+use fucina::prelude::*;
+use fucina::quant::QWeight;
+
+axis!(pub latent, pub nope, pub rot, pub vdim, pub qlora, pub qk, pub q_flat, pub kv_flat, pub o_flat, pub lat_rot);
+
+/// The query projection: plain, or through a normed low-rank bottleneck.
+pub enum QProj {
+    /// `[q_flat, hidden]`.
+    Plain(QWeight<q_flat, hidden>),
+    /// `b(norm(a x))`.
+    LowRank {
+        /// `[qlora, hidden]`.
+        a: QWeight<qlora, hidden>,
+        /// RMSNorm weight of the bottleneck.
+        norm: Tensor<axes![qlora]>,
+        /// `[q_flat, qlora]`.
+        b: QWeight<q_flat, qlora>,
+    },
+}
+
+/// One layer's attention.
+pub struct Mla {
+    /// Query projection.
+    pub q: QProj,
+    /// `[kv_lora + qk_rope, hidden]`: the latent and the rotary key.
+    pub kv_a: QWeight<kv_flat, hidden>,
+    /// RMSNorm weight of the latent.
+    pub kv_norm: Tensor<axes![latent]>,
+    /// `[head, latent, nope]`: the latent-to-key map, absorbed into the query.
+    pub k_b: Tensor<axes![head, latent, nope]>,
+    /// `[head, vdim, latent]`: the latent-to-value map, absorbed into the output.
+    pub v_b: Tensor<axes![head, vdim, latent]>,
+    /// `[hidden, heads * v_head]`.
+    pub o: QWeight<hidden, o_flat>,
+}
+
+/// A mixture-of-experts feed-forward.
+pub struct Moe {
+    /// `[expert, hidden]` router (f32 in the files).
+    pub router: QWeight<expert, hidden>,
+    /// V3's per-expert selection bias.
+    pub bias: Option<Vec<f32>>,
+    /// The routed experts (loaded on use).
+    pub experts: ExpertStore,
+    /// The shared experts as one SwiGLU.
+    pub shared: Option<Mlp>,
+    /// Routing settings.
+    pub cfg: MoeConfig,
+}
+
+/// A block's feed-forward.
+pub enum Ffn {
+    /// Dense SwiGLU.
+    Dense(Mlp),
+    /// Experts.
+    Moe(Box<Moe>),
+}
+
+/// One block.
+pub struct Block {
+    /// RMSNorm before attention.
+    pub attn_norm: Tensor<axes![hidden]>,
+    /// Attention.
+    pub attn: Mla,
+    /// RMSNorm before the feed-forward.
+    pub ffn_norm: Tensor<axes![hidden]>,
+    /// Feed-forward.
+    pub ffn: Ffn,
+}
+
+/// A DeepSeek-V2/V3 model.
+pub struct DeepSeek {
+    /// Shape.
+    pub config: DeepSeekConfig,
+    /// `[vocab, hidden]`.
+    pub embed: QWeight<vocab, hidden>,
+    /// Blocks.
+    pub blocks: Vec<Block>,
+    /// Final RMSNorm.
+    pub norm: Tensor<axes![hidden]>,
+    /// `[vocab, hidden]`, or `None` when tied to the embedding.
+    pub output: Option<QWeight<vocab, hidden>>,
+    rope: Rope,
+    rope_mscale: f32,
+}
+
+/// YaRN's inverse frequencies (as transformers computes them) from the plain ones.
+fn yarn_rope(dim: usize, theta: f32, y: &super::config::Yarn) -> Result<Rope> {
+    let find = |rot: f32| (dim as f32 * (y.original_context as f32 / (rot * 2.0 * std::f32::consts::PI)).ln()) / (2.0 * theta.ln());
+    let low = find(y.beta_fast).floor().max(0.0);
+    let high = find(y.beta_slow).ceil().min(dim as f32 - 1.0);
+    let high = if low == high { high + 0.001 } else { high };
+    Ok(Rope::new(dim, theta)?.map_freqs(|i, f| {
+        let ramp = ((i as f32 - low) / (high - low)).clamp(0.0, 1.0);
+        let extrapolate = 1.0 - ramp;
+        (f / y.factor) * (1.0 - extrapolate) + f * extrapolate
+    }))
+}
+
+impl DeepSeek {
+    /// Loads a `deepseek2` GGUF (llama.cpp's names; the split `attn_k_b`/`attn_v_b` of current
+    /// converters or the older joint `attn_kv_b`). Routed experts stay in the map until used;
+    /// `expert_budget` bounds the bytes of experts kept resident (None: no bound).
+    pub fn load(f: &ModelFile, expert_budget: Option<usize>) -> Result<DeepSeek> {
+        let c = DeepSeekConfig::from_file(f)?;
+        let (h, nh) = (c.hidden, c.heads);
+        let qd = nh * c.qk_head();
+        let mut blocks = Vec::with_capacity(c.layers);
+        for l in 0..c.layers {
+            let n = |s: &str| format!("blk.{l}.{s}.weight");
+            let q = match c.q_lora {
+                Some(r) => QProj::LowRank {
+                    a: f.matrix(&n("attn_q_a"), r, h)?,
+                    norm: f.dense(&n("attn_q_a_norm"), &[r])?,
+                    b: f.matrix(&n("attn_q_b"), qd, r)?,
+                },
+                None => QProj::Plain(f.matrix(&n("attn_q"), qd, h)?),
+            };
+            let (k_b, v_b) = if f.has(&n("attn_k_b")) {
+                (
+                    f.dense(&n("attn_k_b"), &[nh, c.kv_lora, c.qk_nope])?,
+                    f.dense(&n("attn_v_b"), &[nh, c.v_head, c.kv_lora])?,
+                )
+            } else {
+                // [heads * (nope + v), kv_lora]: per head the key rows, then the value rows.
+                let (shape, w) = f.gguf.tensor_f32(&n("attn_kv_b"))?;
+                if shape != [nh * (c.qk_nope + c.v_head), c.kv_lora] {
+                    return Err(FucinaError::Format {
+                        format: "gguf",
+                        msg: format!("tensor `{}` has shape {shape:?}", n("attn_kv_b")),
+                    });
+                }
+                let (per, r) = (c.qk_nope + c.v_head, c.kv_lora);
+                let mut kb = vec![0.0f32; nh * r * c.qk_nope];
+                let mut vb = vec![0.0f32; nh * c.v_head * r];
+                for hh in 0..nh {
+                    for d in 0..c.qk_nope {
+                        for j in 0..r {
+                            kb[(hh * r + j) * c.qk_nope + d] = w[(hh * per + d) * r + j];
+                        }
+                    }
+                    vb[hh * c.v_head * r..(hh + 1) * c.v_head * r]
+                        .copy_from_slice(&w[(hh * per + c.qk_nope) * r..(hh + 1) * per * r]);
+                }
+                (Tensor::from_vec(kb, &[nh, r, c.qk_nope])?, Tensor::from_vec(vb, &[nh, c.v_head, r])?)
+            };
+            let attn = Mla {
+                q,
+                kv_a: f.matrix(&n("attn_kv_a_mqa"), c.kv_lora + c.qk_rope, h)?,
+                kv_norm: f.dense(&n("attn_kv_a_norm"), &[c.kv_lora])?,
+                k_b,
+                v_b,
+                o: f.matrix(&n("attn_output"), h, nh * c.v_head)?,
+            };
+            let ffn = if c.is_moe(l) {
+                let m = c.moe.clone().ok_or_else(|| FucinaError::Format { format: "gguf", msg: "no experts".into() })?;
+                let bias = if f.has(&format!("blk.{l}.exp_probs_b.bias")) {
+                    Some(f.gguf.tensor_f32(&format!("blk.{l}.exp_probs_b.bias"))?.1)
+                } else {
+                    None
+                };
+                let shared = if m.shared > 0 {
+                    let w = m.shared * m.expert_ffn;
+                    Some(Mlp {
+                        gate: f.matrix(&n("ffn_gate_shexp"), w, h)?,
+                        up: f.matrix(&n("ffn_up_shexp"), w, h)?,
+                        down: f.matrix(&n("ffn_down_shexp"), h, w)?,
+                    })
+                } else {
+                    None
+                };
+                Ffn::Moe(Box::new(Moe {
+                    router: f.matrix(&n("ffn_gate_inp"), m.experts, h)?,
+                    bias,
+                    experts: ExpertStore::open(f, l, m.experts, m.expert_ffn, h, expert_budget)?,
+                    shared,
+                    cfg: m,
+                }))
+            } else {
+                Ffn::Dense(Mlp {
+                    gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
+                    up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                    down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                })
+            };
+            blocks.push(Block {
+                attn_norm: f.dense(&n("attn_norm"), &[h])?,
+                attn,
+                ffn_norm: f.dense(&n("ffn_norm"), &[h])?,
+                ffn,
+            });
+        }
+        let output = if f.has("output.weight") { Some(f.matrix("output.weight", c.vocab, h)?) } else { None };
+        let (rope, rope_mscale) = match &c.yarn {
+            Some(y) => {
+                // With mscale == mscale_all_dim (DeepSeek's releases) the cos/sin factor is 1;
+                // without mscale_all_dim it is YaRN's default 0.1 ln(factor) + 1.
+                let m = if y.mscale_all_dim > 0.0 { 1.0 } else { y.mscale(1.0) };
+                (yarn_rope(c.qk_rope, c.rope_theta, y)?, m)
+            }
+            None => (Rope::new(c.qk_rope, c.rope_theta)?, 1.0),
+        };
+        Ok(DeepSeek {
+            embed: f.matrix("token_embd.weight", c.vocab, h)?,
+            blocks,
+            norm: f.dense("output_norm.weight", &[h])?,
+            output,
+            rope,
+            rope_mscale,
+            config: c,
+        })
+    }
+
+    /// A latent KV cache for `capacity` positions: `kv_lora + qk_rope` values per position
+    /// and layer, shared by all heads.
+    pub fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+        let c = &self.config;
+        if capacity > c.context_length {
+            return Err(FucinaError::InvalidArgument {
+                op: "DeepSeek::new_cache",
+                msg: format!("{capacity} positions exceed the model's context length of {}", c.context_length),
+            });
+        }
+        KvCache::new(c.layers, 1, c.kv_lora + c.qk_rope, 0, capacity, dtype)
+    }
+
+    /// Runs `tokens` after the cache's positions; logits `[seq, vocab]` (every position when
+    /// `all_logits`, else the last). `routes`, when given, receives per MoE layer the experts
+    /// chosen for each token (ascending ids).
+    pub fn forward_traced(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        all_logits: bool,
+        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+    ) -> Result<Tensor<axes![seq, vocab]>> {
+        let c = &self.config;
+        if tokens.is_empty() {
+            return Err(FucinaError::InvalidArgument { op: "DeepSeek::forward", msg: "no tokens".into() });
+        }
+        cache.check_room(tokens.len())?;
+        let (cos, sin) = self.rope.tables(cache.len(), tokens.len(), self.rope_mscale)?;
+        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
+        for (l, b) in self.blocks.iter().enumerate() {
+            let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
+            let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
+            x = x.add(&a)?;
+            let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
+            let m = match &b.ffn {
+                Ffn::Dense(mlp) => mlp.forward(&h)?,
+                Ffn::Moe(moe) => {
+                    let (y, chosen) = moe.forward(&h)?;
+                    if let Some(r) = routes.as_deref_mut() {
+                        r.push(chosen);
+                    }
+                    y
+                }
+            };
+            x = x.add(&m)?;
+        }
+        cache.advance(tokens.len())?;
+        if !all_logits {
+            x = x.narrow::<seq>(tokens.len() - 1, 1)?.contiguous()?;
+        }
+        let x = x.rms_norm::<hidden>(Some(&self.norm), c.rms_eps)?;
+        self.output.as_ref().unwrap_or(&self.embed).forward(&x)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: usize,
+        a: &Mla,
+        x: &Tensor<axes![seq, hidden]>,
+        cos: &Tensor<axes![seq, head_dim]>,
+        sin: &Tensor<axes![seq, head_dim]>,
+        cache: &mut KvCache,
+    ) -> Result<Tensor<axes![seq, hidden]>> {
+        let c = &self.config;
+        let (s, nh) = (x.size::<seq>(), c.heads);
+        let q: Tensor<axes![seq, q_flat]> = match &a.q {
+            QProj::Plain(w) => w.forward(x)?,
+            QProj::LowRank { a: qa, norm, b } => b.forward(&qa.forward(x)?.rms_norm::<qlora>(Some(norm), c.rms_eps)?)?,
+        };
+        let q: Tensor<axes![seq, head, qk]> = q.reshape(&[s, nh, c.qk_head()])?;
+        let q_nope: Tensor<axes![seq, head, nope]> = q.narrow::<qk>(0, c.qk_nope)?.rename::<qk, nope>()?;
+        let (rcos, rsin) = (cos.rename::<head_dim, rot>()?, sin.rename::<head_dim, rot>()?);
+        let q_rot: Tensor<axes![seq, head, rot]> =
+            q.narrow::<qk>(c.qk_nope, c.qk_rope)?.rename::<qk, rot>()?.contiguous()?.rope(&rcos, &rsin, RopeStyle::Pairs)?;
+        // The latent and the shared rotary key of each new position go into the cache.
+        let kv: Tensor<axes![seq, kv_flat]> = a.kv_a.forward(x)?;
+        let lat = kv.narrow::<kv_flat>(0, c.kv_lora)?.rename::<kv_flat, latent>()?.contiguous()?;
+        let lat = lat.rms_norm::<latent>(Some(&a.kv_norm), c.rms_eps)?;
+        let k_rot: Tensor<axes![seq, rot]> = kv
+            .narrow::<kv_flat>(c.kv_lora, c.qk_rope)?
+            .rename::<kv_flat, rot>()?
+            .contiguous()?
+            .rope(&rcos, &rsin, RopeStyle::Pairs)?;
+        let row: Tensor<axes![seq, lat_rot]> =
+            Tensor::concat::<lat_rot>(&[&lat.rename::<latent, lat_rot>()?, &k_rot.rename::<rot, lat_rot>()?])?;
+        let start = cache.len();
+        cache.write_keys(layer, &row.reshape::<axes![kv_head, seq, head_dim]>(&[1, s, c.kv_lora + c.qk_rope])?)?;
+        // Absorbed query: [q_nope W_kb, q_rope] per head, against [latent, k_rope] per position.
+        let q_lat: Tensor<axes![seq, head, latent]> = einsum!(q_nope, a.k_b; nope ->)?;
+        let qcat: Tensor<axes![seq, head, lat_rot]> =
+            Tensor::concat::<lat_rot>(&[&q_lat.rename::<latent, lat_rot>()?, &q_rot.rename::<rot, lat_rot>()?])?;
+        let qcat: Tensor<axes![seq, kv_head, group, lat_rot]> = qcat.reshape(&[s, 1, nh, c.kv_lora + c.qk_rope])?;
+        let keys: Tensor<axes![kv_head, kv_seq, lat_rot]> = cache.keys(layer, s)?.rename::<head_dim, lat_rot>()?;
+        let values: Tensor<axes![kv_head, kv_seq, latent]> = keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
+        let o: Tensor<axes![seq, kv_head, group, latent]> = attention(&qcat, &keys, &values, c.softmax_scale(), Some(start))?;
+        let o: Tensor<axes![seq, head, latent]> = o.reshape(&[s, nh, c.kv_lora])?;
+        let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
+        let o: Tensor<axes![seq, o_flat]> = o.contiguous()?.reshape(&[s, nh * c.v_head])?;
+        a.o.forward(&o)
+    }
+}
+
+impl Moe {
+    /// The routed experts of every row plus the shared experts. Returns the result and the
+    /// chosen experts per row (ascending ids).
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<(Tensor<axes![seq, hidden]>, Vec<Vec<u32>>)> {
+        let (s, h) = (x.size::<seq>(), x.size::<hidden>());
+        let logits = self.router.forward(x)?.to_f32_vec();
+        let n = self.cfg.experts;
+        let mut assigned: Vec<(Vec<u32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
+        let mut chosen = Vec::with_capacity(s);
+        for (t, lg) in logits.chunks_exact(n).enumerate() {
+            let (ids, weights) = route(&self.cfg, self.bias.as_deref(), lg);
+            for (&e, &w) in ids.iter().zip(&weights) {
+                assigned[e].0.push(t as u32);
+                assigned[e].1.push(w);
+            }
+            let mut sorted: Vec<u32> = ids.iter().map(|&e| e as u32).collect();
+            sorted.sort_unstable();
+            chosen.push(sorted);
+        }
+        let mut y = match &self.shared {
+            Some(m) => m.forward(x)?.to_f32_vec(),
+            None => vec![0.0f32; s * h],
+        };
+        for (e, (rows, weights)) in assigned.iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            let mlp = self.experts.get(e)?;
+            let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
+            let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
+            let ye = mlp.forward(&xe)?.to_f32_vec();
+            for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
+                for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
+                    *acc += w * v;
+                }
+            }
+        }
+        Ok((Tensor::from_vec(y, &[s, h])?, chosen))
+    }
+}
+
+/// The experts of one token and their weights: softmax (V2) or sigmoid plus selection bias
+/// (V3) scores, limited to the best `groups_used` groups (V2: a group's best score; V3: the
+/// sum of its two best biased scores), top `used`, optionally renormalized, times `scale`.
+pub fn route(cfg: &MoeConfig, bias: Option<&[f32]>, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
+    let n = logits.len();
+    let scores: Vec<f32> = match cfg.gating {
+        Gating::Softmax => {
+            let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f32> = logits.iter().map(|v| (v - m).exp()).collect();
+            let z: f32 = e.iter().sum();
+            e.iter().map(|v| v / z).collect()
+        }
+        Gating::Sigmoid => logits.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect(),
+    };
+    let mut choice: Vec<f32> = match bias {
+        Some(b) => scores.iter().zip(b).map(|(s, b)| s + b).collect(),
+        None => scores.clone(),
+    };
+    if cfg.groups > 1 && cfg.groups_used < cfg.groups {
+        let per = n / cfg.groups;
+        let group_score: Vec<f32> = (0..cfg.groups)
+            .map(|g| {
+                let mut v: Vec<f32> = choice[g * per..(g + 1) * per].to_vec();
+                v.sort_by(|a, b| b.total_cmp(a));
+                match cfg.gating {
+                    Gating::Softmax => v[0],
+                    Gating::Sigmoid => v.iter().take(2).sum(),
+                }
+            })
+            .collect();
+        let keep = top_k(&group_score, cfg.groups_used);
+        for g in 0..cfg.groups {
+            if !keep.contains(&g) {
+                let masked = match cfg.gating {
+                    Gating::Softmax => 0.0,
+                    Gating::Sigmoid => f32::NEG_INFINITY,
+                };
+                choice[g * per..(g + 1) * per].fill(masked);
+            }
+        }
+    }
+    let ids = top_k(&choice, cfg.used);
+    let mut w: Vec<f32> = ids.iter().map(|&e| scores[e]).collect();
+    if cfg.norm_topk {
+        let z: f32 = w.iter().sum::<f32>() + 1e-20;
+        w.iter_mut().for_each(|v| *v /= z);
+    }
+    w.iter_mut().for_each(|v| *v *= cfg.scale);
+    (ids, w)
+}
+
+/// Indices of the `k` largest values, largest first (ties: lower index first).
+fn top_k(v: &[f32], k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
+    idx.truncate(k);
+    idx
+}
+
+impl crate::llm::generate::CausalLm for DeepSeek {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab
+    }
+
+    fn context_length(&self) -> usize {
+        self.config.context_length
+    }
+
+    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+        DeepSeek::new_cache(self, capacity, dtype)
+    }
+
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
+        self.forward_traced(tokens, cache, all_logits, None)
+    }
+}
