@@ -3,6 +3,7 @@
 //! generation), and the apps' pieces: `lm` (open any supported model), `serve` (the
 //! OpenAI-compatible server), `quantize`.
 
+pub mod deepseek;
 pub mod llm;
 pub mod lm;
 pub mod mlp;

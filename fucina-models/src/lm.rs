@@ -1,6 +1,7 @@
 //! Opening any supported language model from a GGUF file by its `general.architecture`:
 //! the entry point of the binaries and the server.
 
+use crate::deepseek::DeepSeek;
 use crate::llm::generate::CausalLm;
 use crate::llm::ModelFile;
 use crate::qwen3::Qwen3;
@@ -10,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
-pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe"];
+pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "deepseek2"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {
@@ -26,7 +27,25 @@ pub struct LoadedLm {
 
 /// Opens `path` (mapped, or read into memory with `resident`) and builds its model.
 pub fn open(path: &Path, resident: bool) -> Result<LoadedLm> {
+    open_with(path, resident, None)
+}
+
+/// As [`open`]; `expert_budget` bounds the bytes of routed experts kept resident (DeepSeek).
+pub fn open_with(path: &Path, resident: bool, expert_budget: Option<usize>) -> Result<LoadedLm> {
     let file = ModelFile::open_with(path, ARCHITECTURES, resident)?;
+    let header = file.gguf.header().clone();
+    if file.arch == "deepseek2" {
+        let model = DeepSeek::load(&file, expert_budget)?;
+        let c = &model.config;
+        let experts = c.moe.as_ref().map_or(String::new(), |m| {
+            format!(", {} of {} experts + {} shared ({:?} routing)", m.used, m.experts, m.shared, m.gating)
+        });
+        let summary = format!(
+            "deepseek2, {} layers, hidden {}, {} heads, MLA latent {}+{}{experts}, vocab {}",
+            c.layers, c.hidden, c.heads, c.kv_lora, c.qk_rope, c.vocab
+        );
+        return Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary });
+    }
     let model = Qwen3::load(&file)?;
     let c = &model.config;
     let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
@@ -34,5 +53,5 @@ pub fn open(path: &Path, resident: bool) -> Result<LoadedLm> {
         "{}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}",
         file.arch, c.layers, c.hidden, c.heads, c.kv_heads, c.vocab
     );
-    Ok(LoadedLm { model: Arc::new(model), header: file.gguf.header().clone(), arch: file.arch.clone(), summary })
+    Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary })
 }

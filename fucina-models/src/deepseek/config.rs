@@ -107,10 +107,11 @@ impl DeepSeekConfig {
         // MLA files (llama.cpp's current converter) carry the decompressed head sizes in the
         // *_mla keys (key_length/value_length then describe the latent); older files carry
         // them in key_length/value_length.
-        let (k_len, v_len) = match (f.opt_usize("attention.key_length_mla")?, f.opt_usize("attention.value_length_mla")?) {
-            (Some(k), Some(v)) => (k, v),
-            _ => (f.usize("attention.key_length")?, f.usize("attention.value_length")?),
-        };
+        let (k_len, v_len) =
+            match (f.opt_usize("attention.key_length_mla")?, f.opt_usize("attention.value_length_mla")?) {
+                (Some(k), Some(v)) => (k, v),
+                _ => (f.usize("attention.key_length")?, f.usize("attention.value_length")?),
+            };
         if k_len <= qk_rope {
             return Err(bad(format!("key length {k_len} leaves no room beside the rotary part of {qk_rope}")));
         }
@@ -120,7 +121,9 @@ impl DeepSeekConfig {
             let gating = match f.opt_usize("expert_gating_func")?.unwrap_or(1) {
                 0 | 1 => Gating::Softmax,
                 2 => Gating::Sigmoid,
-                other => return Err(bad(format!("expert_gating_func {other} is not supported (1 softmax, 2 sigmoid)"))),
+                other => {
+                    return Err(bad(format!("expert_gating_func {other} is not supported (1 softmax, 2 sigmoid)")))
+                }
             };
             Some(MoeConfig {
                 experts,
@@ -199,7 +202,12 @@ impl DeepSeekConfig {
                 return bad(format!("{} experts in {} groups, {} used", m.experts, m.groups, m.groups_used));
             }
             if m.groups_used * (m.experts / m.groups) < m.used {
-                return bad(format!("{} groups of {} experts cannot supply {} experts", m.groups_used, m.experts / m.groups, m.used));
+                return bad(format!(
+                    "{} groups of {} experts cannot supply {} experts",
+                    m.groups_used,
+                    m.experts / m.groups,
+                    m.used
+                ));
             }
         }
         if self.dense_lead < self.layers && self.moe.is_none() {

@@ -104,7 +104,9 @@ pub struct DeepSeek {
 
 /// YaRN's inverse frequencies (as transformers computes them) from the plain ones.
 fn yarn_rope(dim: usize, theta: f32, y: &super::config::Yarn) -> Result<Rope> {
-    let find = |rot: f32| (dim as f32 * (y.original_context as f32 / (rot * 2.0 * std::f32::consts::PI)).ln()) / (2.0 * theta.ln());
+    let find = |rot: f32| {
+        (dim as f32 * (y.original_context as f32 / (rot * 2.0 * std::f32::consts::PI)).ln()) / (2.0 * theta.ln())
+    };
     let low = find(y.beta_fast).floor().max(0.0);
     let high = find(y.beta_slow).ceil().min(dim as f32 - 1.0);
     let high = if low == high { high + 0.001 } else { high };
@@ -171,7 +173,8 @@ impl DeepSeek {
                 o: f.matrix(&n("attn_output"), h, nh * c.v_head)?,
             };
             let ffn = if c.is_moe(l) {
-                let m = c.moe.clone().ok_or_else(|| FucinaError::Format { format: "gguf", msg: "no experts".into() })?;
+                let m =
+                    c.moe.clone().ok_or_else(|| FucinaError::Format { format: "gguf", msg: "no experts".into() })?;
                 let bias = if f.has(&format!("blk.{l}.exp_probs_b.bias")) {
                     Some(f.gguf.tensor_f32(&format!("blk.{l}.exp_probs_b.bias"))?.1)
                 } else {
@@ -298,13 +301,18 @@ impl DeepSeek {
         let (s, nh) = (x.size::<seq>(), c.heads);
         let q: Tensor<axes![seq, q_flat]> = match &a.q {
             QProj::Plain(w) => w.forward(x)?,
-            QProj::LowRank { a: qa, norm, b } => b.forward(&qa.forward(x)?.rms_norm::<qlora>(Some(norm), c.rms_eps)?)?,
+            QProj::LowRank { a: qa, norm, b } => {
+                b.forward(&qa.forward(x)?.rms_norm::<qlora>(Some(norm), c.rms_eps)?)?
+            }
         };
         let q: Tensor<axes![seq, head, qk]> = q.reshape(&[s, nh, c.qk_head()])?;
         let q_nope: Tensor<axes![seq, head, nope]> = q.narrow::<qk>(0, c.qk_nope)?.rename::<qk, nope>()?;
         let (rcos, rsin) = (cos.rename::<head_dim, rot>()?, sin.rename::<head_dim, rot>()?);
-        let q_rot: Tensor<axes![seq, head, rot]> =
-            q.narrow::<qk>(c.qk_nope, c.qk_rope)?.rename::<qk, rot>()?.contiguous()?.rope(&rcos, &rsin, RopeStyle::Pairs)?;
+        let q_rot: Tensor<axes![seq, head, rot]> = q
+            .narrow::<qk>(c.qk_nope, c.qk_rope)?
+            .rename::<qk, rot>()?
+            .contiguous()?
+            .rope(&rcos, &rsin, RopeStyle::Pairs)?;
         // The latent and the shared rotary key of each new position go into the cache.
         let kv: Tensor<axes![seq, kv_flat]> = a.kv_a.forward(x)?;
         let lat = kv.narrow::<kv_flat>(0, c.kv_lora)?.rename::<kv_flat, latent>()?.contiguous()?;
@@ -324,8 +332,10 @@ impl DeepSeek {
             Tensor::concat::<lat_rot>(&[&q_lat.rename::<latent, lat_rot>()?, &q_rot.rename::<rot, lat_rot>()?])?;
         let qcat: Tensor<axes![seq, kv_head, group, lat_rot]> = qcat.reshape(&[s, 1, nh, c.kv_lora + c.qk_rope])?;
         let keys: Tensor<axes![kv_head, kv_seq, lat_rot]> = cache.keys(layer, s)?.rename::<head_dim, lat_rot>()?;
-        let values: Tensor<axes![kv_head, kv_seq, latent]> = keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
-        let o: Tensor<axes![seq, kv_head, group, latent]> = attention(&qcat, &keys, &values, c.softmax_scale(), Some(start))?;
+        let values: Tensor<axes![kv_head, kv_seq, latent]> =
+            keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
+        let o: Tensor<axes![seq, kv_head, group, latent]> =
+            attention(&qcat, &keys, &values, c.softmax_scale(), Some(start))?;
         let o: Tensor<axes![seq, head, latent]> = o.reshape(&[s, nh, c.kv_lora])?;
         let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
         let o: Tensor<axes![seq, o_flat]> = o.contiguous()?.reshape(&[s, nh * c.v_head])?;

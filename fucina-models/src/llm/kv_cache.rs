@@ -142,6 +142,20 @@ impl KvCache {
         Ok(())
     }
 
+    /// Writes only keys (a cache built with `value_dim` 0, such as a latent cache where the
+    /// values are a prefix of each key row).
+    pub fn write_keys(&mut self, layer: usize, k: &Tensor<axes![kv_head, seq, head_dim]>) -> Result<()> {
+        let n = k.size::<seq>();
+        let empty = Tensor::<axes![kv_head, seq, head_dim]>::from_vec(Vec::<f32>::new(), &[self.heads, n, 0])?;
+        if self.value_dim != 0 {
+            return Err(FucinaError::InvalidArgument {
+                op: "KvCache::write_keys",
+                msg: format!("this cache also stores values ({} wide)", self.value_dim),
+            });
+        }
+        self.write(layer, k, &empty)
+    }
+
     /// Commits `n` positions written to every layer.
     pub fn advance(&mut self, n: usize) -> Result<()> {
         self.check_room(n)?;

@@ -9,8 +9,8 @@ use fucina::tensor::axes::{Axes, Axis};
 /// A GGUF file opened for one architecture (`general.architecture`), whose metadata keys
 /// are read under that prefix.
 pub struct ModelFile {
-    /// The mapped file.
-    pub gguf: GgufFile,
+    /// The mapped file (shared with the weights that view it).
+    pub gguf: std::sync::Arc<GgufFile>,
     /// The architecture name, e.g. `qwen3`.
     pub arch: String,
 }
@@ -37,7 +37,12 @@ impl ModelFile {
                 msg: format!("architecture `{arch}` is not supported here (expected one of {accepted:?})"),
             });
         }
-        Ok(ModelFile { gguf, arch })
+        Ok(ModelFile { gguf: std::sync::Arc::new(gguf), arch })
+    }
+
+    /// A shared handle on the mapped file.
+    pub fn gguf_shared(&self) -> std::sync::Arc<GgufFile> {
+        self.gguf.clone()
     }
 
     /// Integer metadata `<arch>.<key>`, required.

@@ -159,6 +159,16 @@ impl GgufHeader {
     }
 }
 
+/// The whole pages covering `offset..offset + len` of a map of `total` bytes, clipped to the
+/// map: `(start, length)`, or `None` if empty.
+fn page_range(offset: usize, len: usize, total: usize) -> Option<(usize, usize)> {
+    const PAGE: usize = 4096;
+    let end = offset.checked_add(len)?.min(total);
+    let start = offset / PAGE * PAGE;
+    let end = end.div_ceil(PAGE).saturating_mul(PAGE).min(total);
+    (end > start).then_some((start, end - start))
+}
+
 /// A memory-mapped GGUF file.
 pub struct GgufFile {
     map: Arc<memmap2::Mmap>,
@@ -197,6 +207,26 @@ impl GgufFile {
         let map = mem.make_read_only().map_err(io)?;
         let header = parse(&map[..len])?;
         Ok(GgufFile { map: Arc::new(map), header })
+    }
+
+    /// Asks the kernel to start reading bytes `offset..offset + len` of the file in the
+    /// background (`MADV_WILLNEED`); a hint, errors ignored.
+    pub fn prefetch(&self, offset: usize, len: usize) {
+        if let Some((start, n)) = page_range(offset, len, self.map.len()) {
+            let _ = self.map.advise_range(memmap2::Advice::WillNeed, start, n);
+        }
+    }
+
+    /// Tells the kernel the pages of bytes `offset..offset + len` are not needed now
+    /// (`MADV_DONTNEED`): they may be dropped from memory and are read again from the file
+    /// on the next access. A hint, errors ignored.
+    pub fn release(&self, offset: usize, len: usize) {
+        if let Some((start, n)) = page_range(offset, len, self.map.len()) {
+            // SAFETY: the map is a read-only shared mapping of a file: after DONTNEED the
+            // pages are refilled from the file on the next access, so every byte read later
+            // is the same byte; no slice into the map observes a change.
+            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, n) };
+        }
     }
 
     /// The header.
