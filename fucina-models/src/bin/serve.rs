@@ -41,6 +41,9 @@ struct Args {
     /// Default and ceiling of a request's max_tokens.
     #[arg(long, default_value_t = 512)]
     max_tokens: usize,
+    /// MoE models: the most MiB of routed experts kept resident (default: no limit).
+    #[arg(long)]
+    expert_cache_mb: Option<usize>,
     /// Name of the model in responses (default: the file name).
     #[arg(long)]
     model_id: Option<String>,
@@ -54,7 +57,8 @@ fn main() {
         let ctx = ExecContext::with_backend(BackendKind::Native, threads.max(1)).map_err(|e| e.to_string())?;
         let lm = {
             let _g = ctx.enter();
-            fucina_models::lm::open(&path, a.no_mmap).map_err(|e| e.to_string())?
+            fucina_models::lm::open_with(&path, a.no_mmap, a.expert_cache_mb.map(|mb| mb << 20))
+                .map_err(|e| e.to_string())?
         };
         let tokenizer = Arc::new(Tokenizer::from_gguf(&lm.header).map_err(|e| e.to_string())?);
         let context = a.ctx.unwrap_or(lm.model.context_length().min(4096));
@@ -63,6 +67,7 @@ fn main() {
         }
         let kv = if a.kv_f16 { DType::F16 } else { DType::F32 };
         let stops = stop_tokens(&lm.header, &tokenizer);
+        let format = fucina_models::llm::chat::ChatFormat::detect(|t| tokenizer.token_id(t).is_some(), &lm.arch);
         let worker =
             Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, context, kv, stops).map_err(|e| e.to_string())?;
         let model_id = a.model_id.clone().unwrap_or_else(|| {
@@ -74,6 +79,7 @@ fn main() {
             worker,
             context,
             think: !a.no_think,
+            format,
             max_tokens: a.max_tokens.max(1),
             counter: Default::default(),
         });

@@ -91,6 +91,11 @@ impl ExpertStore {
         })
     }
 
+    /// Whether a budget bounds the resident experts (the streaming mode).
+    pub fn streaming(&self) -> bool {
+        self.budget.is_some()
+    }
+
     /// Number of experts.
     pub fn len(&self) -> usize {
         self.experts.len()

@@ -263,6 +263,7 @@ impl DeepSeek {
         let (cos, sin) = self.rope.tables(cache.len(), tokens.len(), self.rope_mscale)?;
         let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
         for (l, b) in self.blocks.iter().enumerate() {
+            self.prefetch_next_experts(l, &x)?;
             let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
             let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
             x = x.add(&a)?;
@@ -285,6 +286,38 @@ impl DeepSeek {
         }
         let x = x.rms_norm::<hidden>(Some(&self.norm), c.rms_eps)?;
         self.output.as_ref().unwrap_or(&self.embed).forward(&x)
+    }
+
+    /// When experts stream under a budget: guesses layer `l + 1`'s experts from the residual
+    /// stream entering layer `l` (its router on the normed state: consecutive layers route
+    /// similar states alike) and starts reading their pages while layer `l` computes.
+    fn prefetch_next_experts(&self, l: usize, x: &Tensor<axes![seq, hidden]>) -> Result<()> {
+        let Some(Block { ffn_norm, ffn: Ffn::Moe(next), .. }) = self.blocks.get(l + 1) else { return Ok(()) };
+        if !next.experts.streaming() {
+            return Ok(());
+        }
+        let h = x.rms_norm::<hidden>(Some(ffn_norm), self.config.rms_eps)?;
+        let logits = next.router.forward(&h)?.to_f32_vec();
+        for lg in logits.chunks_exact(next.cfg.experts) {
+            for e in route(&next.cfg, next.bias.as_deref(), lg).0 {
+                next.experts.prefetch(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Expert-store counters summed over the MoE layers.
+    pub fn expert_stats(&self) -> super::experts::ExpertStats {
+        let mut t = super::experts::ExpertStats::default();
+        for b in &self.blocks {
+            if let Ffn::Moe(m) = &b.ffn {
+                let s = m.experts.stats();
+                t.uses += s.uses;
+                t.loads += s.loads;
+                t.evictions += s.evictions;
+            }
+        }
+        t
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -1,7 +1,7 @@
 //! Command-line plumbing shared by the language-model binaries (`qwen3`, `deepseek`): the
 //! common flags, one-shot completion or chat, the interactive chat REPL, timings.
 
-use super::chat::{render_chat, Message, Role};
+use super::chat::{ChatFormat, Message, Role};
 use super::generate::{generate, CausalLm, GenerateOptions, GenerationStats};
 use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::Tokenizer;
@@ -43,6 +43,10 @@ pub struct LmArgs {
     /// mapping the file.
     #[arg(long)]
     pub no_mmap: bool,
+    /// MoE models: the most MiB of routed experts kept resident (the rest are read from the
+    /// mapped file when routed, and released); default: no limit.
+    #[arg(long)]
+    pub expert_cache_mb: Option<usize>,
     /// Keep the KV cache in f16 instead of f32.
     #[arg(long)]
     pub kv_f16: bool,
@@ -128,6 +132,8 @@ pub fn report(stats: &GenerationStats) {
 /// when neither `--prompt` nor `--chat` is given and stdin is interactive input).
 pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
     let tok = Tokenizer::from_gguf(header)?;
+    let arch = header.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
+    let format = ChatFormat::detect(|t| tok.token_id(t).is_some(), arch);
     if tok.vocab_size() != model.vocab_size() {
         return Err(FucinaError::Format {
             format: "gguf",
@@ -154,7 +160,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     }
     if let Some(c) = &args.chat {
         messages.push(Message::new(Role::User, c.clone()));
-        let ids = tok.encode(&render_chat(&messages, !args.no_think))?;
+        let ids = tok.encode(&format.render(&messages, !args.no_think))?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
         report(&stats);
         if !args.interactive {
@@ -190,7 +196,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
             _ => {}
         }
         messages.push(Message::new(Role::User, line));
-        let ids = tok.encode(&render_chat(&messages, !args.no_think))?;
+        let ids = tok.encode(&format.render(&messages, !args.no_think))?;
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
         cache.truncate(common);
         fed.truncate(common);

@@ -7,7 +7,7 @@
 pub mod api;
 pub mod worker;
 
-use crate::llm::chat::{render_chat, Message, Role};
+use crate::llm::chat::{ChatFormat, Message, Role};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{content_text, error_body, ChatRequest, Common, CompletionRequest, Stop, Usage};
@@ -38,6 +38,8 @@ pub struct AppState {
     pub context: usize,
     /// Default for Qwen3's thinking switch.
     pub think: bool,
+    /// The model's chat prompt format.
+    pub format: ChatFormat,
     /// Default and ceiling of `max_tokens`.
     pub max_tokens: usize,
     /// Response ids.
@@ -180,7 +182,7 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         .enable_thinking
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
         .unwrap_or(st.think);
-    let p = match prepare(&st, &render_chat(&messages, think), &body.common) {
+    let p = match prepare(&st, &st.format.render(&messages, think), &body.common) {
         Ok(p) => p,
         Err(r) => return r,
     };
