@@ -3,9 +3,6 @@
 
 use clap::Parser;
 use fucina::prelude::*;
-use fucina_models::llm::generate::CausalLm;
-use fucina_models::llm::ModelFile;
-use fucina_models::qwen3::Qwen3;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -35,6 +32,9 @@ struct Args {
     /// Read the model into memory instead of mapping it.
     #[arg(long)]
     no_mmap: bool,
+    /// MoE models: the most MiB of routed experts kept resident.
+    #[arg(long)]
+    expert_cache_mb: Option<usize>,
 }
 
 fn main() {
@@ -42,8 +42,8 @@ fn main() {
     let run = || -> fucina::Result<()> {
         let ctx = ExecContext::with_backend(BackendKind::Native, a.threads.max(1))?;
         let _g = ctx.enter();
-        let file = ModelFile::open_with(&a.model, &["qwen3", "qwen3moe"], a.no_mmap)?;
-        let model = Qwen3::load(&file)?;
+        let lm = fucina_models::lm::open_with(&a.model, a.no_mmap, a.expert_cache_mb.map(|mb| mb << 20))?;
+        let model = &*lm.model;
         let vocab = model.vocab_size() as u64;
         let dtype = if a.kv_f32 { DType::F32 } else { DType::F16 };
         let longest = a.pp.iter().copied().max().unwrap_or(0).max(a.tg) + 1;
@@ -55,7 +55,7 @@ fn main() {
         // Warm-up: touch every weight once.
         let mut cache = model.new_cache(longest, dtype)?;
         step(&tokens[..4.min(longest)], &mut cache)?;
-        eprintln!("{}: {} threads, KV cache {dtype:?}", a.model.display(), a.threads);
+        eprintln!("{}: {}, {} threads, KV cache {dtype:?}", a.model.display(), lm.summary, a.threads);
         for rep in 0..a.reps {
             for &p in &a.pp {
                 let mut cache = model.new_cache(longest, dtype)?;

@@ -2,7 +2,7 @@
 //! weights in real shapes (for benchmarks and tests; no download needed).
 
 use clap::Parser;
-use fucina_models::llm::synth::{self, Qwen3Shape};
+use fucina_models::llm::synth::{self, DeepSeekShape, Qwen3Shape};
 use fucina_models::quantize::parse_target;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -15,7 +15,8 @@ use std::path::PathBuf;
 struct Args {
     /// Output GGUF file.
     output: PathBuf,
-    /// Shape preset: qwen3-0.6b, qwen3-small (4 layers, hidden 256), qwen3moe-small.
+    /// Shape preset: qwen3-0.6b, qwen3-small (4 layers, hidden 256), qwen3moe-small,
+    /// deepseek-v2-lite, deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small.
     #[arg(long, default_value = "qwen3-0.6b")]
     preset: String,
     /// Storage format of the matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, …
@@ -54,13 +55,49 @@ fn preset(name: &str) -> Option<Qwen3Shape> {
 fn main() {
     let a = Args::parse();
     let run = || -> fucina::Result<()> {
-        let mut shape = preset(&a.preset).ok_or_else(|| fucina::FucinaError::InvalidArgument {
-            op: "synth",
-            msg: format!("unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small)", a.preset),
-        })?;
-        if let Some(l) = a.layers {
-            shape.layers = l;
-        }
+        let model = match a.preset.as_str() {
+            "deepseek-v2-lite" | "deepseek-moe-6g" | "deepseek-small" => {
+                let mut s = match a.preset.as_str() {
+                    "deepseek-v2-lite" => DeepSeekShape::V2_LITE,
+                    "deepseek-moe-6g" => DeepSeekShape::MOE_6G,
+                    _ => DeepSeekShape {
+                        layers: 3,
+                        hidden: 256,
+                        heads: 4,
+                        kv_lora: 128,
+                        qk_nope: 32,
+                        qk_rope: 32,
+                        v_head: 32,
+                        ffn: 512,
+                        experts: 8,
+                        used: 2,
+                        shared: 1,
+                        expert_ffn: 256,
+                        vocab: 1024,
+                        context: 2048,
+                        ..DeepSeekShape::MOE_6G
+                    },
+                };
+                if let Some(l) = a.layers {
+                    s.layers = l;
+                }
+                synth::deepseek(&s)
+            }
+            _ => {
+                let mut shape = preset(&a.preset).ok_or_else(|| fucina::FucinaError::InvalidArgument {
+                    op: "synth",
+                    msg: format!(
+                        "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, deepseek-v2-lite, deepseek-moe-6g, \
+                         deepseek-small)",
+                        a.preset
+                    ),
+                })?;
+                if let Some(l) = a.layers {
+                    shape.layers = l;
+                }
+                synth::qwen3(&shape)
+            }
+        };
         let ty = match parse_target(&a.format)? {
             (fucina_models::quantize::Target::Uniform(t), _) => t,
             _ => {
@@ -70,7 +107,6 @@ fn main() {
                 })
             }
         };
-        let model = synth::qwen3(&shape);
         let pb = ProgressBar::new(model.tensors.len() as u64);
         pb.set_style(
             ProgressStyle::with_template("[{bar:30}] {pos}/{len} tensors ({elapsed}, eta {eta})")

@@ -166,6 +166,178 @@ pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
     SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab }
 }
 
+/// DeepSeek-V2/V3 shapes for [`deepseek`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeepSeekShape {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Query compression rank (`None`: plain query projection).
+    pub q_lora: Option<usize>,
+    /// Latent rank.
+    pub kv_lora: usize,
+    /// Per-head query/key width without position.
+    pub qk_nope: usize,
+    /// Rotary width.
+    pub qk_rope: usize,
+    /// Per-head value width.
+    pub v_head: usize,
+    /// Dense SwiGLU width.
+    pub ffn: usize,
+    /// Leading dense layers.
+    pub dense_lead: usize,
+    /// Routed experts.
+    pub experts: usize,
+    /// Experts per token.
+    pub used: usize,
+    /// Shared experts.
+    pub shared: usize,
+    /// Expert SwiGLU width.
+    pub expert_ffn: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Context length.
+    pub context: usize,
+    /// V3 routing (sigmoid, bias, 8 groups with 4 used, normalized, x2.5) instead of V2's.
+    pub v3: bool,
+}
+
+impl DeepSeekShape {
+    /// DeepSeek-V2-Lite: 27 layers, hidden 2048, 16 heads, no query compression, latent 512 +
+    /// 64 rotary, 64 experts (6 used) of 1408 plus 2 shared, a dense first layer of 10944.
+    pub const V2_LITE: DeepSeekShape = DeepSeekShape {
+        layers: 27,
+        hidden: 2048,
+        heads: 16,
+        q_lora: None,
+        kv_lora: 512,
+        qk_nope: 128,
+        qk_rope: 64,
+        v_head: 128,
+        ffn: 10944,
+        dense_lead: 1,
+        experts: 64,
+        used: 6,
+        shared: 2,
+        expert_ffn: 1408,
+        vocab: 102_400,
+        context: 32_768,
+        v3: false,
+    };
+
+    /// A MoE whose Q8_0 file is about 6 GB, nearly all of it routed experts (20 layers of 64
+    /// experts of 1536, 4 used): for decoding under a memory limit smaller than the file.
+    pub const MOE_6G: DeepSeekShape = DeepSeekShape {
+        layers: 20,
+        hidden: 1024,
+        heads: 8,
+        q_lora: None,
+        kv_lora: 256,
+        qk_nope: 64,
+        qk_rope: 32,
+        v_head: 64,
+        ffn: 2816,
+        dense_lead: 1,
+        experts: 64,
+        used: 4,
+        shared: 1,
+        expert_ffn: 1536,
+        vocab: 32_000,
+        context: 4096,
+        v3: false,
+    };
+}
+
+/// A DeepSeek-V2/V3 in llama.cpp's `deepseek2` layout (MLA split into `attn_k_b`/`attn_v_b`).
+pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
+    let k = |n: &str| format!("deepseek2.{n}");
+    let mut metadata = vec![
+        ("general.architecture".to_string(), Value::String(b"deepseek2".to_vec())),
+        ("general.name".to_string(), Value::String(b"fucina synthetic (random weights)".to_vec())),
+        (k("context_length"), Value::U32(s.context as u32)),
+        (k("embedding_length"), Value::U32(s.hidden as u32)),
+        (k("feed_forward_length"), Value::U32(s.ffn as u32)),
+        (k("block_count"), Value::U32(s.layers as u32)),
+        (k("attention.head_count"), Value::U32(s.heads as u32)),
+        (k("attention.head_count_kv"), Value::U32(1)),
+        (k("rope.freq_base"), Value::F32(10_000.0)),
+        (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        (k("leading_dense_block_count"), Value::U32(s.dense_lead as u32)),
+        (k("vocab_size"), Value::U32(s.vocab as u32)),
+        (k("attention.kv_lora_rank"), Value::U32(s.kv_lora as u32)),
+        (k("attention.key_length"), Value::U32((s.kv_lora + s.qk_rope) as u32)),
+        (k("attention.value_length"), Value::U32(s.kv_lora as u32)),
+        (k("attention.key_length_mla"), Value::U32((s.qk_nope + s.qk_rope) as u32)),
+        (k("attention.value_length_mla"), Value::U32(s.v_head as u32)),
+        (k("expert_feed_forward_length"), Value::U32(s.expert_ffn as u32)),
+        (k("expert_count"), Value::U32(s.experts as u32)),
+        (k("expert_used_count"), Value::U32(s.used as u32)),
+        (k("expert_shared_count"), Value::U32(s.shared as u32)),
+        (k("expert_weights_scale"), Value::F32(if s.v3 { 2.5 } else { 1.0 })),
+        (k("expert_gating_func"), Value::U32(if s.v3 { 2 } else { 1 })),
+        (k("rope.dimension_count"), Value::U32(s.qk_rope as u32)),
+    ];
+    // 0 means "no query compression" (llama.cpp requires the key except for 26/27 layers).
+    metadata.push((k("attention.q_lora_rank"), Value::U32(s.q_lora.unwrap_or(0) as u32)));
+    if s.v3 {
+        metadata.push((k("expert_weights_norm"), Value::Bool(true)));
+        metadata.push((k("expert_group_count"), Value::U32(8)));
+        metadata.push((k("expert_group_used_count"), Value::U32(4)));
+    }
+    let (h, nh) = (s.hidden, s.heads);
+    let qd = nh * (s.qk_nope + s.qk_rope);
+    let mut t = vec![SynthTensor::matrix("token_embd.weight", s.vocab, h)];
+    for l in 0..s.layers {
+        let n = |x: &str| format!("blk.{l}.{x}.weight");
+        t.push(SynthTensor::norm(n("attn_norm"), h));
+        match s.q_lora {
+            Some(r) => {
+                t.push(SynthTensor::matrix(n("attn_q_a"), r, h));
+                t.push(SynthTensor::norm(n("attn_q_a_norm"), r));
+                t.push(SynthTensor::matrix(n("attn_q_b"), qd, r));
+            }
+            None => t.push(SynthTensor::matrix(n("attn_q"), qd, h)),
+        }
+        t.push(SynthTensor::matrix(n("attn_kv_a_mqa"), s.kv_lora + s.qk_rope, h));
+        t.push(SynthTensor::norm(n("attn_kv_a_norm"), s.kv_lora));
+        t.push(SynthTensor::stack(n("attn_k_b"), nh, s.kv_lora, s.qk_nope));
+        t.push(SynthTensor::stack(n("attn_v_b"), nh, s.v_head, s.kv_lora));
+        t.push(SynthTensor::matrix(n("attn_output"), h, nh * s.v_head));
+        t.push(SynthTensor::norm(n("ffn_norm"), h));
+        if l < s.dense_lead {
+            t.push(SynthTensor::matrix(n("ffn_gate"), s.ffn, h));
+            t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
+            t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
+        } else {
+            let mut router = SynthTensor::matrix(n("ffn_gate_inp"), s.experts, h);
+            router.init = Init::SmallF32(0.5);
+            t.push(router);
+            if s.v3 {
+                t.push(SynthTensor {
+                    name: format!("blk.{l}.exp_probs_b.bias"),
+                    shape: vec![s.experts],
+                    init: Init::SmallF32(0.05),
+                });
+            }
+            t.push(SynthTensor::stack(n("ffn_gate_exps"), s.experts, s.expert_ffn, h));
+            t.push(SynthTensor::stack(n("ffn_up_exps"), s.experts, s.expert_ffn, h));
+            t.push(SynthTensor::stack(n("ffn_down_exps"), s.experts, h, s.expert_ffn));
+            if s.shared > 0 {
+                let w = s.shared * s.expert_ffn;
+                t.push(SynthTensor::matrix(n("ffn_gate_shexp"), w, h));
+                t.push(SynthTensor::matrix(n("ffn_up_shexp"), w, h));
+                t.push(SynthTensor::matrix(n("ffn_down_shexp"), h, w));
+            }
+        }
+    }
+    t.push(SynthTensor::norm("output_norm.weight", h));
+    t.push(SynthTensor::matrix("output.weight", s.vocab, h));
+    SynthModel { arch: "deepseek2".into(), metadata, tensors: t, vocab: s.vocab }
+}
+
 /// The tokenizer metadata of the committed tiny Qwen3, its vocabulary padded with control
 /// tokens `<|fucina_pad_N|>` to `vocab` entries.
 pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
