@@ -84,7 +84,7 @@ fn deepseek_v3_matches_transformers() {
 
 #[test]
 fn experts_streamed_under_a_tiny_budget_give_the_same_logits() {
-    // A budget of about two experts per layer: nearly every use reloads and evicts.
+    // A budget of two experts in all (shared by the layers): nearly every use reloads and evicts.
     let one = 3 * 32 * 64 * 4; // gate, up, down of 32 x 64 f32
     let m = check_budget(
         "deepseek-v3-tiny-f32.gguf",

@@ -27,37 +27,90 @@ pub struct ExpertStats {
     pub evictions: u64,
 }
 
+/// The experts resident across every layer, least recently used first, and the byte budget
+/// they must fit: one per model, shared by its layers' stores.
+pub struct ExpertBudget {
+    file: Arc<GgufFile>,
+    budget: Option<usize>,
+    state: Mutex<Lru>,
+}
+
 struct Lru {
-    /// Resident experts, least recently used first.
-    order: VecDeque<usize>,
-    resident: Vec<bool>,
+    /// (layer, expert, bytes, ranges) of resident experts, least recently used first.
+    order: VecDeque<(usize, usize, usize, [(usize, usize); 3])>,
     bytes: usize,
     stats: ExpertStats,
 }
 
+impl ExpertBudget {
+    /// A budget of `budget` bytes (None: unbounded) over experts of `file`.
+    pub fn new(file: Arc<GgufFile>, budget: Option<usize>) -> Arc<ExpertBudget> {
+        Arc::new(ExpertBudget {
+            file,
+            budget,
+            state: Mutex::new(Lru { order: VecDeque::new(), bytes: 0, stats: ExpertStats::default() }),
+        })
+    }
+
+    /// Marks expert `e` of `layer` used; releases least recently used experts (of any
+    /// layer) until the resident ones fit the budget again.
+    fn touch(&self, layer: usize, e: usize, bytes: usize, ranges: [(usize, usize); 3]) {
+        let Ok(mut l) = self.state.lock() else { return };
+        l.stats.uses += 1;
+        match l.order.iter().position(|x| x.0 == layer && x.1 == e) {
+            Some(p) => {
+                let entry = l.order.remove(p);
+                if let Some(entry) = entry {
+                    l.order.push_back(entry);
+                }
+            }
+            None => {
+                l.stats.loads += 1;
+                l.bytes += bytes;
+                l.order.push_back((layer, e, bytes, ranges));
+            }
+        }
+        if let Some(budget) = self.budget {
+            while l.bytes > budget && l.order.len() > 1 {
+                let Some((_, _, b, r)) = l.order.pop_front() else { break };
+                l.bytes -= b;
+                l.stats.evictions += 1;
+                for (off, len) in r {
+                    self.file.release(off, len);
+                }
+            }
+        }
+    }
+
+    fn is_resident(&self, layer: usize, e: usize) -> bool {
+        self.state.lock().map(|l| l.order.iter().any(|x| x.0 == layer && x.1 == e)).unwrap_or(true)
+    }
+
+    /// The counters so far (all layers).
+    pub fn stats(&self) -> ExpertStats {
+        self.state.lock().map(|l| l.stats).unwrap_or_default()
+    }
+
+    /// Whether a budget is set (the streaming mode).
+    pub fn bounded(&self) -> bool {
+        self.budget.is_some()
+    }
+}
+
 /// The routed experts of one layer.
 pub struct ExpertStore {
+    layer: usize,
     experts: Vec<Mlp>,
     /// File byte ranges of each expert (gate, up, down).
     ranges: Vec<[(usize, usize); 3]>,
     size: Vec<usize>,
-    file: Arc<GgufFile>,
-    budget: Option<usize>,
-    lru: Mutex<Lru>,
+    budget: Arc<ExpertBudget>,
 }
 
 impl ExpertStore {
     /// The `n` experts of layer `layer` (`[n, ffn, hidden]` gate/up and `[n, hidden, ffn]`
-    /// down), with at most `budget` bytes of them kept resident (None: no limit, nothing is
-    /// ever released).
-    pub fn open(
-        f: &ModelFile,
-        layer: usize,
-        n: usize,
-        ffn: usize,
-        hidden: usize,
-        budget: Option<usize>,
-    ) -> Result<ExpertStore> {
+    /// down), kept resident under the shared `budget`.
+    pub fn open(f: &ModelFile, layer: usize, n: usize, ffn: usize, hidden: usize, budget: Arc<ExpertBudget>) -> Result<ExpertStore> {
         let name = |w: &str| format!("blk.{layer}.ffn_{w}_exps.weight");
         let gates = f.matrices(&name("gate"), n, ffn, hidden)?;
         let ups = f.matrices(&name("up"), n, ffn, hidden)?;
@@ -76,24 +129,12 @@ impl ExpertStore {
                 Mlp { gate, up, down }
             })
             .collect();
-        Ok(ExpertStore {
-            experts,
-            ranges,
-            size,
-            file: f.gguf_shared(),
-            budget,
-            lru: Mutex::new(Lru {
-                order: VecDeque::new(),
-                resident: vec![false; n],
-                bytes: 0,
-                stats: ExpertStats::default(),
-            }),
-        })
+        Ok(ExpertStore { layer, experts, ranges, size, budget })
     }
 
     /// Whether a budget bounds the resident experts (the streaming mode).
     pub fn streaming(&self) -> bool {
-        self.budget.is_some()
+        self.budget.bounded()
     }
 
     /// Number of experts.
@@ -106,54 +147,28 @@ impl ExpertStore {
         self.experts.is_empty()
     }
 
-    /// Expert `e`, marked as used (and made to fit the budget by releasing the least
-    /// recently used others).
+    /// Expert `e`, marked as used (the budget may release others to make room).
     pub fn get(&self, e: usize) -> Result<&Mlp> {
-        let mlp = self.experts.get(e).ok_or_else(|| FucinaError::OutOfRange {
-            axis: "expert".into(),
-            index: e,
-            size: self.experts.len(),
-        })?;
-        let mut l =
-            self.lru.lock().map_err(|_| FucinaError::InvalidArgument { op: "ExpertStore", msg: "poisoned".into() })?;
-        l.stats.uses += 1;
-        if l.resident[e] {
-            if let Some(p) = l.order.iter().position(|&x| x == e) {
-                l.order.remove(p);
-            }
-        } else {
-            l.stats.loads += 1;
-            l.resident[e] = true;
-            l.bytes += self.size[e];
-        }
-        l.order.push_back(e);
-        if let Some(budget) = self.budget {
-            while l.bytes > budget && l.order.len() > 1 {
-                let Some(old) = l.order.pop_front() else { break };
-                l.resident[old] = false;
-                l.bytes -= self.size[old];
-                l.stats.evictions += 1;
-                for &(off, len) in &self.ranges[old] {
-                    self.file.release(off, len);
-                }
-            }
-        }
+        let mlp = self
+            .experts
+            .get(e)
+            .ok_or_else(|| FucinaError::OutOfRange { axis: "expert".into(), index: e, size: self.experts.len() })?;
+        self.budget.touch(self.layer, e, self.size[e], self.ranges[e]);
         Ok(mlp)
     }
 
     /// Starts reading expert `e`'s pages in the background (no effect if resident).
     pub fn prefetch(&self, e: usize) {
-        let resident = self.lru.lock().map(|l| l.resident.get(e).copied().unwrap_or(true)).unwrap_or(true);
-        if !resident {
+        if e < self.experts.len() && !self.budget.is_resident(self.layer, e) {
             for &(off, len) in &self.ranges[e] {
-                self.file.prefetch(off, len);
+                self.budget.file.prefetch(off, len);
             }
         }
     }
 
-    /// The counters so far.
+    /// The shared budget's counters (all layers).
     pub fn stats(&self) -> ExpertStats {
-        self.lru.lock().map(|l| l.stats).unwrap_or_default()
+        self.budget.stats()
     }
 
     /// Bytes of one expert.

@@ -10,7 +10,7 @@
 //! heads together, and keys and values are never decompressed.
 
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
-use super::experts::ExpertStore;
+use super::experts::{ExpertBudget, ExpertStore};
 use crate::llm::kv_cache::KvCache;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
@@ -123,6 +123,7 @@ impl DeepSeek {
     /// `expert_budget` bounds the bytes of experts kept resident (None: no bound).
     pub fn load(f: &ModelFile, expert_budget: Option<usize>) -> Result<DeepSeek> {
         let c = DeepSeekConfig::from_file(f)?;
+        let budget = ExpertBudget::new(f.gguf_shared(), expert_budget);
         let (h, nh) = (c.hidden, c.heads);
         let qd = nh * c.qk_head();
         let mut blocks = Vec::with_capacity(c.layers);
@@ -193,7 +194,7 @@ impl DeepSeek {
                 Ffn::Moe(Box::new(Moe {
                     router: f.matrix(&n("ffn_gate_inp"), m.experts, h)?,
                     bias,
-                    experts: ExpertStore::open(f, l, m.experts, m.expert_ffn, h, expert_budget)?,
+                    experts: ExpertStore::open(f, l, m.experts, m.expert_ffn, h, budget.clone())?,
                     shared,
                     cfg: m,
                 }))
@@ -306,18 +307,15 @@ impl DeepSeek {
         Ok(())
     }
 
-    /// Expert-store counters summed over the MoE layers.
+    /// Expert-store counters (all MoE layers share one budget).
     pub fn expert_stats(&self) -> super::experts::ExpertStats {
-        let mut t = super::experts::ExpertStats::default();
-        for b in &self.blocks {
-            if let Ffn::Moe(m) = &b.ffn {
-                let s = m.experts.stats();
-                t.uses += s.uses;
-                t.loads += s.loads;
-                t.evictions += s.evictions;
-            }
-        }
-        t
+        self.blocks
+            .iter()
+            .find_map(|b| match &b.ffn {
+                Ffn::Moe(m) => Some(m.experts.stats()),
+                Ffn::Dense(_) => None,
+            })
+            .unwrap_or_default()
     }
 
     #[allow(clippy::too_many_arguments)]
