@@ -9,7 +9,12 @@ Two random-initialised models (seeded) with every DeepSeek mechanism at small si
   sigmoid scores with a correction bias, normalized weights times 2.5, 1 shared expert,
   YaRN RoPE (factor 4, mscale = mscale_all_dim = 1).
 
-Each is written with gguf-py as llama.cpp's converter writes `deepseek2` files (MLA split:
+Also a DeepSeek-V3-style byte-level BPE (its pre-tokenizer: three isolated splits in
+sequence, no normalizer), trained with `tokenizers` on the tiny Qwen3's corpus, and the ids
+it gives a corpus of tricky strings (`deepseek_v3_tokenizer.json`), for token-exact checks
+of the `deepseek-v3` pre-tokenizer.
+
+Each model is written with gguf-py as llama.cpp's converter writes `deepseek2` files (MLA split:
 `attn_k_b`/`attn_v_b`, latent key/value lengths, `*_mla` head sizes, stacked experts),
 with the tokenizer of the committed tiny Qwen3. The goldens hold transformers' logits for
 every prefill position and 16 greedy decode steps, and every MoE layer's chosen experts for
@@ -167,8 +172,45 @@ def reference(model, cfg, prompts_ids):
     return cases
 
 
+DEEPSEEK_V3_SPLITS = [
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+]
+
+
+def deepseek_v3_tokenizer():
+    """A small BPE with DeepSeek-V3's pre-tokenizer, and its ids on the tricky corpus."""
+    import sys
+    sys.path.insert(0, here)
+    from gen_qwen3_tiny import CORPUS, SPECIALS, TRICKY
+    from tokenizers import Tokenizer, Regex, models, pre_tokenizers, decoders, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False) for p in DEEPSEEK_V3_SPLITS]
+        + [pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS + ["12345678 1234567890123 中文字符日本語のテキスト ひらがな カタカナ"] * 20, trainer=trainer)
+    tok.add_special_tokens(SPECIALS)
+    vocab = tok.get_vocab()
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    merges = [" ".join(m) if isinstance(m, (list, tuple)) else m for m in json.loads(tok.to_str())["model"]["merges"]]
+    cases = TRICKY + ["digits 1234567 and 12 and 99999", "中文日本語カタカナ mixed with English", "a.b,c;d!e?f", "x=1+2*3/4"]
+    with open(os.path.join(gold, "deepseek_v3_tokenizer.json"), "w") as f:
+        json.dump({"generator": "tools/gen_deepseek_tiny.py", "tokens": tokens, "merges": merges,
+                   "specials": SPECIALS,
+                   "cases": [{"text": s, "ids": tok.encode(s, add_special_tokens=False).ids} for s in cases]},
+                  f, ensure_ascii=False)
+        f.write("\n")
+
+
 def main():
     torch.set_num_threads(1)
+    deepseek_v3_tokenizer()
     tokens, types, merges = tiny_tokenizer()
     ids = {t: i for i, t in enumerate(tokens)}
     common = dict(vocab_size=len(tokens), hidden_size=64, intermediate_size=96, moe_intermediate_size=32,

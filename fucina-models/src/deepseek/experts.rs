@@ -110,7 +110,14 @@ pub struct ExpertStore {
 impl ExpertStore {
     /// The `n` experts of layer `layer` (`[n, ffn, hidden]` gate/up and `[n, hidden, ffn]`
     /// down), kept resident under the shared `budget`.
-    pub fn open(f: &ModelFile, layer: usize, n: usize, ffn: usize, hidden: usize, budget: Arc<ExpertBudget>) -> Result<ExpertStore> {
+    pub fn open(
+        f: &ModelFile,
+        layer: usize,
+        n: usize,
+        ffn: usize,
+        hidden: usize,
+        budget: Arc<ExpertBudget>,
+    ) -> Result<ExpertStore> {
         let name = |w: &str| format!("blk.{layer}.ffn_{w}_exps.weight");
         let gates = f.matrices(&name("gate"), n, ffn, hidden)?;
         let ups = f.matrices(&name("up"), n, ffn, hidden)?;
@@ -149,10 +156,11 @@ impl ExpertStore {
 
     /// Expert `e`, marked as used (the budget may release others to make room).
     pub fn get(&self, e: usize) -> Result<&Mlp> {
-        let mlp = self
-            .experts
-            .get(e)
-            .ok_or_else(|| FucinaError::OutOfRange { axis: "expert".into(), index: e, size: self.experts.len() })?;
+        let mlp = self.experts.get(e).ok_or_else(|| FucinaError::OutOfRange {
+            axis: "expert".into(),
+            index: e,
+            size: self.experts.len(),
+        })?;
         self.budget.touch(self.layer, e, self.size[e], self.ranges[e]);
         Ok(mlp)
     }

@@ -1,7 +1,8 @@
-//! Byte-level BPE tokenizer built from GGUF metadata (`tokenizer.ggml.model = "gpt2"`), with
-//! the Qwen2 pre-tokenizer: special tokens split out first, then NFC, the Qwen2 split regex,
-//! GPT-2's byte-to-unicode mapping and rank-ordered merges — HF `tokenizers`' pipeline for
-//! Qwen2/Qwen3, checked token for token against it.
+//! Byte-level BPE tokenizer built from GGUF metadata (`tokenizer.ggml.model = "gpt2"`):
+//! special tokens split out first, then the pre-tokenizer named by `tokenizer.ggml.pre`
+//! (Qwen2's: NFC and one split regex; DeepSeek-V3's: three split regexes in sequence), GPT-2's
+//! byte-to-unicode mapping and rank-ordered merges — HF `tokenizers`' pipelines, checked token
+//! for token against it.
 
 use fucina::formats::gguf::{GgufHeader, Value};
 use fucina::{FucinaError, Result};
@@ -11,6 +12,14 @@ use unicode_normalization::UnicodeNormalization;
 /// Qwen2's pre-tokenizer split pattern (the same string as in its `tokenizer.json`).
 pub const QWEN2_PATTERN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// DeepSeek-V3's pre-tokenizer: three splits applied in sequence, each to every piece the
+/// previous one left (digits in runs of up to three, CJK runs, then words and punctuation).
+pub const DEEPSEEK_V3_PATTERNS: [&str; 3] = [
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+];
 
 /// A byte-level BPE vocabulary with merges and special tokens.
 pub struct Tokenizer {
@@ -22,7 +31,11 @@ pub struct Tokenizer {
     merges: HashMap<(u32, u32), (u32, u32)>,
     /// Special tokens, longest first (so that the longest match wins).
     specials: Vec<(String, u32)>,
-    split: fancy_regex::Regex,
+    /// Pre-tokenizer splits, applied in order ("isolated": matches and the text between them
+    /// both become pieces).
+    splits: Vec<fancy_regex::Regex>,
+    /// NFC-normalize before splitting (Qwen2).
+    nfc: bool,
     byte_char: [char; 256],
 }
 
@@ -111,8 +124,19 @@ impl Tokenizer {
                 .ok_or_else(|| bad(format!("merge {rank} makes `{a}{b}`, which is not in the vocabulary")))?;
             merge_map.entry((id(a)?, id(b)?)).or_insert((rank as u32, merged));
         }
-        let split = fancy_regex::Regex::new(QWEN2_PATTERN).map_err(|e| bad(format!("split pattern: {e}")))?;
-        Ok(Tokenizer { bytes, by_str, merges: merge_map, specials, split, byte_char })
+        let pre = h.get("tokenizer.ggml.pre").and_then(|v| v.as_str()).unwrap_or("qwen2");
+        let (patterns, nfc): (Vec<&str>, bool) = match pre {
+            "qwen2" | "default" => (vec![QWEN2_PATTERN], true),
+            "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false),
+            other => {
+                return Err(bad(format!("pre-tokenizer `{other}` is not supported (qwen2 and deepseek-v3 are)")));
+            }
+        };
+        let splits = patterns
+            .into_iter()
+            .map(|p| fancy_regex::Regex::new(p).map_err(|e| bad(format!("split pattern: {e}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tokenizer { bytes, by_str, merges: merge_map, specials, splits, nfc, byte_char })
     }
 
     /// Vocabulary size.
@@ -156,18 +180,30 @@ impl Tokenizer {
         if text.is_empty() {
             return Ok(());
         }
-        let text: String = text.nfc().collect();
-        let mut last = 0;
-        for m in self.split.find_iter(&text) {
-            let m = m.map_err(|e| bad(format!("split failed: {e}")))?;
-            if m.start() > last {
-                self.bpe(&text[last..m.start()], out)?;
+        let text: String = if self.nfc { text.nfc().collect() } else { text.to_string() };
+        let mut pieces: Vec<&str> = vec![&text];
+        for re in &self.splits {
+            let mut next = Vec::with_capacity(pieces.len() * 2);
+            for piece in pieces {
+                let mut last = 0;
+                for m in re.find_iter(piece) {
+                    let m = m.map_err(|e| bad(format!("split failed: {e}")))?;
+                    if m.start() > last {
+                        next.push(&piece[last..m.start()]);
+                    }
+                    if !m.as_str().is_empty() {
+                        next.push(m.as_str());
+                    }
+                    last = m.end();
+                }
+                if last < piece.len() {
+                    next.push(&piece[last..]);
+                }
             }
-            self.bpe(m.as_str(), out)?;
-            last = m.end();
+            pieces = next;
         }
-        if last < text.len() {
-            self.bpe(&text[last..], out)?;
+        for p in pieces {
+            self.bpe(p, out)?;
         }
         Ok(())
     }
