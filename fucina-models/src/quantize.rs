@@ -56,7 +56,7 @@ impl Target {
 /// llama.cpp's choice of layers that get more bits: the first and last eighth, and every
 /// third layer between.
 fn use_more_bits(i: usize, n: usize) -> bool {
-    i < n / 8 || i >= 7 * n / 8 || (i >= n / 8 && (i - n / 8) % 3 == 2)
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 
 /// The target named `name` and its llama.cpp `general.file_type` number.
@@ -81,7 +81,7 @@ pub fn parse_target(name: &str) -> Result<(Target, u32)> {
 /// Whether tensor `ty`/`dims` is re-encoded: 2-D (or more) float or block-quantized weights
 /// whose rows are whole blocks of the target.
 pub fn eligible(ty: GgmlType, dims: &[u64], target: GgmlType) -> bool {
-    !matches!(ty, GgmlType::Q8_K) && dims.len() >= 2 && dims[0] % target.block_size() as u64 == 0
+    !matches!(ty, GgmlType::Q8_K) && dims.len() >= 2 && dims[0].is_multiple_of(target.block_size() as u64)
 }
 
 /// Re-encodes `input` into `output`; `progress(done, total, name)` is called per tensor.

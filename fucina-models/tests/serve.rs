@@ -5,7 +5,7 @@
 use fucina::prelude::*;
 use fucina_models::llm::chat::{render_chat, Message, Role};
 use fucina_models::llm::cli::{default_model, stop_tokens};
-use fucina_models::llm::generate::{generate, CausalLm, GenerateOptions};
+use fucina_models::llm::generate::{generate, GenerateOptions};
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};

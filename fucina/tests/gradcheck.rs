@@ -100,19 +100,19 @@ fn reductions_softmax_norms() {
     let x = raw(7, &[3, 5], 2.0);
     let w = raw(8, &[5], 1.0);
     let bias = raw(9, &[5], 1.0);
-    check("sum", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).sum::<b>()?));
-    check("mean", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).mean::<a>()?));
-    check("max", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).max::<b>()?));
-    check("min", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).min::<a>()?));
-    check("logsumexp", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).logsumexp::<b>()?));
-    check("sum_all", &[x.clone()], |v| Ok(t::<axes![a, b]>(&v[0]).sum::<(a, b)>()?.into_raw()));
-    check("softmax_b", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<b>()?));
-    check("softmax_a", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<a>()?));
-    check("log_softmax", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).log_softmax::<b>()?));
+    check("sum", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).sum::<b>()?));
+    check("mean", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).mean::<a>()?));
+    check("max", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).max::<b>()?));
+    check("min", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).min::<a>()?));
+    check("logsumexp", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).logsumexp::<b>()?));
+    check("sum_all", std::slice::from_ref(&x), |v| Ok(t::<axes![a, b]>(&v[0]).sum::<(a, b)>()?.into_raw()));
+    check("softmax_b", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<b>()?));
+    check("softmax_a", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).softmax::<a>()?));
+    check("log_softmax", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).log_softmax::<b>()?));
     check("rms_norm", &[x.clone(), w.clone()], |v| {
         weigh(t::<axes![a, b]>(&v[0]).rms_norm::<b>(Some(&t::<axes![b]>(&v[1])), 1e-5)?)
     });
-    check("rms_norm_axis_a", &[x.clone()], |v| weigh(t::<axes![a, b]>(&v[0]).rms_norm::<a>(None, 1e-5)?));
+    check("rms_norm_axis_a", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b]>(&v[0]).rms_norm::<a>(None, 1e-5)?));
     check("layer_norm", &[x.clone(), w.clone(), bias.clone()], |v| {
         let (wt, bt) = (t::<axes![b]>(&v[1]), t::<axes![b]>(&v[2]));
         weigh(t::<axes![a, b]>(&v[0]).layer_norm::<b>(Some(&wt), Some(&bt), 1e-5)?)
@@ -136,16 +136,16 @@ fn contractions_and_views() {
         let (xt, yt) = (t::<axes![a, b, c]>(&v[0]), t::<axes![a, c, d]>(&v[1]));
         weigh(xt.contract::<(a, c), _>(&yt)?)
     });
-    check("permute", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, a, b]>()?));
-    check("narrow", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).narrow::<b>(1, 2)?));
-    check("split+concat", &[x.clone()], |v| {
+    check("permute", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, a, b]>()?));
+    check("narrow", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).narrow::<b>(1, 2)?));
+    check("split+concat", std::slice::from_ref(&x), |v| {
         let p = t::<axes![a, b, c]>(&v[0]).split::<c>(&[1, 3])?;
         weigh(Tensor::concat::<c>(&[&p[1], &p[0]])?.tanh()?)
     });
-    check("reshape", &[x.clone()], |v| {
+    check("reshape", std::slice::from_ref(&x), |v| {
         weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, b, a]>()?.reshape::<axes![a, d]>(&[4, 6])?)
     });
-    check("rename", &[x.clone()], |v| weigh(t::<axes![a, b, c]>(&v[0]).rename::<b, d>()?.exp()?));
+    check("rename", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).rename::<b, d>()?.exp()?));
 }
 
 #[test]
@@ -219,6 +219,8 @@ fn attention_and_rope() {
     let cos = Tensor::<axes![seq, head_dim]>::from_vec(values(34, 9), &[3, 3]).unwrap();
     let sin = Tensor::<axes![seq, head_dim]>::from_vec(values(35, 9), &[3, 3]).unwrap();
     for style in [RopeStyle::Halves, RopeStyle::Pairs] {
-        check("rope", &[x.clone()], |v| weigh(t::<axes![seq, head, head_dim]>(&v[0]).rope(&cos, &sin, style)?));
+        check("rope", std::slice::from_ref(&x), |v| {
+            weigh(t::<axes![seq, head, head_dim]>(&v[0]).rope(&cos, &sin, style)?)
+        });
     }
 }

@@ -35,9 +35,12 @@ pub struct ExpertBudget {
     state: Mutex<Lru>,
 }
 
+/// File byte ranges (offset, length) of an expert's gate, up and down matrices.
+type Ranges = [(usize, usize); 3];
+
 struct Lru {
     /// (layer, expert, bytes, ranges) of resident experts, least recently used first.
-    order: VecDeque<(usize, usize, usize, [(usize, usize); 3])>,
+    order: VecDeque<(usize, usize, usize, Ranges)>,
     bytes: usize,
     stats: ExpertStats,
 }
@@ -54,7 +57,7 @@ impl ExpertBudget {
 
     /// Marks expert `e` of `layer` used; releases least recently used experts (of any
     /// layer) until the resident ones fit the budget again.
-    fn touch(&self, layer: usize, e: usize, bytes: usize, ranges: [(usize, usize); 3]) {
+    fn touch(&self, layer: usize, e: usize, bytes: usize, ranges: Ranges) {
         let Ok(mut l) = self.state.lock() else { return };
         l.stats.uses += 1;
         match l.order.iter().position(|x| x.0 == layer && x.1 == e) {
@@ -102,7 +105,7 @@ pub struct ExpertStore {
     layer: usize,
     experts: Vec<Mlp>,
     /// File byte ranges of each expert (gate, up, down).
-    ranges: Vec<[(usize, usize); 3]>,
+    ranges: Vec<Ranges>,
     size: Vec<usize>,
     budget: Arc<ExpertBudget>,
 }

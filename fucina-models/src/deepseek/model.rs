@@ -374,10 +374,13 @@ impl DeepSeek {
     }
 }
 
+/// The output of an expert layer and, per row, the experts chosen (ascending ids).
+pub type Routed = (Tensor<axes![seq, hidden]>, Vec<Vec<u32>>);
+
 impl Moe {
     /// The routed experts of every row plus the shared experts. Returns the result and the
     /// chosen experts per row (ascending ids).
-    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<(Tensor<axes![seq, hidden]>, Vec<Vec<u32>>)> {
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Routed> {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
         let logits = self.router.forward(x)?.to_f32_vec();
         let n = self.cfg.experts;

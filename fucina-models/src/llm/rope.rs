@@ -4,6 +4,9 @@
 
 use fucina::prelude::*;
 
+/// `(cos, sin)` angle tables, `[seq, head_dim / 2]` each.
+pub type Tables = (Tensor<axes![seq, head_dim]>, Tensor<axes![seq, head_dim]>);
+
 /// Precomputed inverse frequencies of a rotary embedding.
 #[derive(Debug, Clone)]
 pub struct Rope {
@@ -39,12 +42,7 @@ impl Rope {
 
     /// `(cos, sin)` tables `[seq, head_dim/2]` for positions `start..start+len`, each value
     /// multiplied by `mscale` (1 unless a scaling method asks otherwise).
-    pub fn tables(
-        &self,
-        start: usize,
-        len: usize,
-        mscale: f32,
-    ) -> Result<(Tensor<axes![seq, head_dim]>, Tensor<axes![seq, head_dim]>)> {
+    pub fn tables(&self, start: usize, len: usize, mscale: f32) -> Result<Tables> {
         let half = self.inv_freq.len();
         let (mut c, mut s) = (Vec::with_capacity(len * half), Vec::with_capacity(len * half));
         for p in start..start + len {

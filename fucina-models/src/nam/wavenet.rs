@@ -217,9 +217,9 @@ where
 }
 
 /// An activation as tensor ops (so it trains).
-fn activate<A: fucina::tensor::axes::Axes>(x: &Tensor<A>, a: Activation) -> Result<Tensor<A>>
+fn activate<A>(x: &Tensor<A>, a: Activation) -> Result<Tensor<A>>
 where
-    A: fucina::tensor::axes::BroadcastFrom<A>,
+    A: fucina::tensor::axes::Axes + fucina::tensor::axes::BroadcastFrom<A>,
 {
     match a {
         Activation::Tanh => x.tanh(),

@@ -300,10 +300,13 @@ impl Mlp {
     }
 }
 
+/// The output of an expert layer and, per row, the experts chosen (ascending ids).
+pub type Routed = (Tensor<axes![seq, hidden]>, Vec<Vec<u32>>);
+
 impl Moe {
     /// Routes each row of `x` to its top experts and sums their outputs, weighted. Returns
     /// the result and, per row, the chosen experts (ascending ids).
-    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<(Tensor<axes![seq, hidden]>, Vec<Vec<u32>>)> {
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Routed> {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
         let probs = self.router.forward(x)?.softmax::<expert>()?.to_f32_vec();
         let n = self.experts.len();

@@ -92,6 +92,7 @@ fn now() -> u64 {
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes into `T`, or the 4xx response.
+#[allow(clippy::result_large_err)]
 async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
     let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| {
         fail(
@@ -113,6 +114,9 @@ struct Prepared {
     stream: bool,
 }
 
+// A Response is large, and returning it by value on the (rare) error path costs nothing
+// that matters next to tokenizing the prompt.
+#[allow(clippy::result_large_err)]
 fn prepare(st: &AppState, text: &str, c: &Common) -> Result<Prepared, Response> {
     let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
     if c.n.is_some_and(|n| n != 1) {

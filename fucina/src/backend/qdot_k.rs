@@ -145,9 +145,9 @@ pub fn unpack(f: KFormat, b: &[u8]) -> Unpacked {
             for (e, q) in u.q.iter_mut().enumerate() {
                 *q = ((qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3) as i32;
             }
-            for g in 0..16 {
-                u.scale[g] = (sc[g] & 0xF) as i32;
-                u.min[g] = (sc[g] >> 4) as i32;
+            for (g, &b) in sc.iter().enumerate() {
+                u.scale[g] = (b & 0xF) as i32;
+                u.min[g] = (b >> 4) as i32;
             }
         }
         KFormat::Q3K => {
@@ -183,8 +183,8 @@ pub fn unpack(f: KFormat, b: &[u8]) -> Unpacked {
                 let hi = (qh[c * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
                 *q = (lo | (hi << 4)) as i32 - 32;
             }
-            for g in 0..16 {
-                u.scale[g] = sc[g] as i8 as i32;
+            for (s, &b) in u.scale.iter_mut().zip(sc) {
+                *s = b as i8 as i32;
             }
         }
     }
@@ -318,8 +318,8 @@ mod avx2 {
                     lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
                     hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
                 }
-                let s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(((4 * c + 1) << 8 | 4 * c) as i16));
-                let s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(((4 * c + 3) << 8 | (4 * c + 2)) as i16));
+                let s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16));
+                let s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16));
                 for r in 0..R {
                     let qa = &ba[r][4..260];
                     let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
@@ -568,7 +568,10 @@ pub fn row_kernel(f: KFormat) -> RowDot {
 /// A K-quant weight row times a Q8_K activation row on the best available path.
 pub fn dot_k_q8_k(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
     assert_eq!(w.len() / f.block_bytes(), a.len() / Q8_K_BYTES, "dot_k_q8_k: block counts differ");
-    assert!(w.len() % f.block_bytes() == 0 && a.len() % Q8_K_BYTES == 0, "dot_k_q8_k: partial blocks");
+    assert!(
+        w.len().is_multiple_of(f.block_bytes()) && a.len().is_multiple_of(Q8_K_BYTES),
+        "dot_k_q8_k: partial blocks"
+    );
     // SAFETY: `row_kernel` checked the CPU features; both rows are whole, matching blocks.
     unsafe { row_kernel(f)(w, a) }
 }

@@ -21,7 +21,7 @@ pub enum RopeStyle {
 fn rotate(ctx: &ExecContext, x: &RawTensor, cos: &[f32], sin: &[f32], style: RopeStyle) -> Result<RawTensor> {
     let shape = x.shape().to_vec();
     let (s, d) = (shape[0], shape[shape.len() - 1]);
-    let r = if s * d == 0 { 0 } else { x.numel() / (s * d) };
+    let r = x.numel().checked_div(s * d).unwrap_or(0);
     let xd = contiguous_f32(ctx, x, "rope")?;
     let mut out = ctx.alloc(x.numel());
     let pairs = style == RopeStyle::Pairs;

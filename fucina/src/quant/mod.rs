@@ -78,9 +78,15 @@ pub fn dequantize_into(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()
         });
     }
     let kf = match ty {
-        GgmlType::F32 => return Ok(decode_row(FloatRow::F32, bytes, out)),
-        GgmlType::F16 => return Ok(decode_row(FloatRow::F16, bytes, out)),
-        GgmlType::BF16 => return Ok(decode_row(FloatRow::BF16, bytes, out)),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
+            let fmt = match ty {
+                GgmlType::F32 => FloatRow::F32,
+                GgmlType::F16 => FloatRow::F16,
+                _ => FloatRow::BF16,
+            };
+            decode_row(fmt, bytes, out);
+            return Ok(());
+        }
         GgmlType::Q8_0 => {
             for (b, o) in bytes.chunks_exact(34).zip(out.chunks_exact_mut(32)) {
                 let d = f16::from_le_bytes([b[0], b[1]]).to_f32();

@@ -25,6 +25,7 @@ unsafe impl Sync for OutPtr {}
 type Tile = unsafe fn(FloatRow, &[f32], usize, &[u8], usize, usize, *mut f32, usize);
 
 /// `y [m, n] = x [m, k] * w [n, k]^T` for a float weight stored as bytes of `fmt`.
+#[allow(clippy::too_many_arguments)]
 pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRow, y: &mut [f32], parallel: bool) {
     assert!(x.len() >= m * k && w.len() >= n * k * fmt.width() && y.len() >= m * n, "gemm_rows: sizes");
     if m == 0 || n == 0 {
@@ -214,8 +215,10 @@ mod x86 {
     /// The CPU has AVX-512F and AVX-512 BF16; `x` holds 4 rows and `w` 4 rows of `k`
     /// bf16 values (`k % 32 == 0`); `out` is valid for 4 rows of 4 floats at stride `ldo`.
     #[target_feature(enable = "avx512f,avx512bf16")]
+    // The body is unrolled by row and column index; `0 * k` and `1 * k` keep it regular.
+    #[allow(clippy::erasing_op, clippy::identity_op)]
     pub unsafe fn tile_bf16(x: &[u16], w: &[u16], k: usize, out: *mut f32, ldo: usize) {
-        debug_assert!(x.len() >= 4 * k && w.len() >= 4 * k && k % 32 == 0);
+        debug_assert!(x.len() >= 4 * k && w.len() >= 4 * k && k.is_multiple_of(32));
         let (xp, wp) = (x.as_ptr(), w.as_ptr());
         // Sixteen named accumulators: LLVM keeps `vdpbf16ps` destinations in zmm0..zmm15, so
         // a bigger tile (or an array of accumulators) is spilled to the stack.
@@ -336,7 +339,7 @@ pub fn has_bf16_dot() -> bool {
 const JBLOCK: usize = 48;
 
 // JBLOCK is a whole number of bf16 tiles.
-const _: () = assert!(JBLOCK % 4 == 0);
+const _: () = assert!(JBLOCK.is_multiple_of(4));
 
 /// `y [m, n] = x [m, k] * w^T` in bf16 products with f32 accumulation: `x` is given as bf16
 /// bits (`m` rows of `k`), weight row `j` is produced as bf16 bits by `decode(j, out)`, once
