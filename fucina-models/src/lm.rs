@@ -55,3 +55,14 @@ pub fn open_with(path: &Path, resident: bool, expert_budget: Option<usize>) -> R
     );
     Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary })
 }
+
+/// The body of the language-model binaries: open the model the flags name (or `default`),
+/// report it, then complete, chat or run the REPL as [`crate::llm::cli::run`] does.
+pub fn run_cli(args: &crate::llm::cli::LmArgs, default: &Path) -> Result<()> {
+    let path = args.model.clone().unwrap_or_else(|| default.to_path_buf());
+    let ctx = args.context()?;
+    let _g = ctx.enter();
+    let lm = open_with(&path, args.no_mmap, args.expert_cache_mb.map(|mb| mb << 20))?;
+    eprintln!("{}: {}, {} threads ({:?})", path.display(), lm.summary, ctx.threads(), ctx.backend());
+    crate::llm::cli::run(&*lm.model, &lm.header, args)
+}

@@ -136,7 +136,7 @@ pub fn quantize_file(
 }
 
 /// Encodes `x` as `ty`, rows of `row` values in parallel (the K-quant searches are slow).
-fn quantize_rows(ty: GgmlType, x: &[f32], row: usize) -> Result<Vec<u8>> {
+pub fn quantize_rows(ty: GgmlType, x: &[f32], row: usize) -> Result<Vec<u8>> {
     use rayon::prelude::*;
     // Chunks of whole rows, at least 64K values each, so small tensors stay on one thread.
     let rows_per = (65536 / row.max(1)).max(1);

@@ -1,7 +1,7 @@
 //! `qwen3 [model.gguf] --chat "…"`: run a Qwen3 or Qwen3-MoE GGUF (any of its dtypes) on the CPU.
 
 use clap::Parser;
-use fucina_models::llm::cli::{default_model, run, LmArgs};
+use fucina_models::llm::cli::{default_model, LmArgs};
 
 /// Chat with or complete text using a Qwen3 (dense or MoE) model in GGUF format. Without a
 /// model path it runs the tiny random-weight Qwen3 shipped with the crate (its answers are
@@ -14,16 +14,7 @@ struct Args {
 }
 
 fn main() {
-    let a = Args::parse();
-    let go = || -> fucina::Result<()> {
-        let path = a.lm.model.clone().unwrap_or_else(default_model);
-        let ctx = a.lm.context()?;
-        let _g = ctx.enter();
-        let lm = fucina_models::lm::open(&path, a.lm.no_mmap)?;
-        eprintln!("{}: {}, {} threads ({:?})", path.display(), lm.summary, ctx.threads(), ctx.backend());
-        run(&*lm.model, &lm.header, &a.lm)
-    };
-    if let Err(e) = go() {
+    if let Err(e) = fucina_models::lm::run_cli(&Args::parse().lm, &default_model()) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

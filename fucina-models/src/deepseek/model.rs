@@ -12,6 +12,7 @@
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
 use crate::llm::kv_cache::KvCache;
+use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use crate::qwen3::model::Mlp;
@@ -384,36 +385,13 @@ impl Moe {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
         let logits = self.router.forward(x)?.to_f32_vec();
         let n = self.cfg.experts;
-        let mut assigned: Vec<(Vec<u32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
-        let mut chosen = Vec::with_capacity(s);
-        for (t, lg) in logits.chunks_exact(n).enumerate() {
-            let (ids, weights) = route(&self.cfg, self.bias.as_deref(), lg);
-            for (&e, &w) in ids.iter().zip(&weights) {
-                assigned[e].0.push(t as u32);
-                assigned[e].1.push(w);
-            }
-            let mut sorted: Vec<u32> = ids.iter().map(|&e| e as u32).collect();
-            sorted.sort_unstable();
-            chosen.push(sorted);
-        }
+        let (assigned, chosen) =
+            crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.cfg, self.bias.as_deref(), lg)));
         let mut y = match &self.shared {
             Some(m) => m.forward(x)?.to_f32_vec(),
             None => vec![0.0f32; s * h],
         };
-        for (e, (rows, weights)) in assigned.iter().enumerate() {
-            if rows.is_empty() {
-                continue;
-            }
-            let mlp = self.experts.get(e)?;
-            let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
-            let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
-            let ye = mlp.forward(&xe)?.to_f32_vec();
-            for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
-                for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
-                    *acc += w * v;
-                }
-            }
-        }
+        crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts.get(e)?.forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
     }
 }
@@ -467,14 +445,6 @@ pub fn route(cfg: &MoeConfig, bias: Option<&[f32]>, logits: &[f32]) -> (Vec<usiz
     }
     w.iter_mut().for_each(|v| *v *= cfg.scale);
     (ids, w)
-}
-
-/// Indices of the `k` largest values, largest first (ties: lower index first).
-fn top_k(v: &[f32], k: usize) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..v.len()).collect();
-    idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
-    idx.truncate(k);
-    idx
 }
 
 impl crate::llm::generate::CausalLm for DeepSeek {

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod cli;
 pub mod generate;
 pub mod kv_cache;
+pub mod moe;
 pub mod rope;
 pub mod sampling;
 pub mod synth;

@@ -6,7 +6,7 @@
 //! to the requested vocabulary size, so every file also tokenizes real text.
 
 use fucina::formats::gguf::{assign_offsets, write_gguf_to, GgufFile, GgufHeader, TensorInfo, Value};
-use fucina::quant::{quantize, GgmlType};
+use fucina::quant::GgmlType;
 use fucina::rng::{box_muller, Philox};
 use fucina::{FucinaError, Result};
 use rayon::prelude::*;
@@ -423,7 +423,7 @@ pub fn write(
         let t = &m.tensors[i];
         let values = draw(&rng, i as u64, t);
         let row = *t.shape.last().unwrap_or(&1);
-        Ok(Cow::Owned(encode_rows(format_of(t, ty), &values, row)?))
+        Ok(Cow::Owned(crate::quantize::quantize_rows(format_of(t, ty), &values, row)?))
     })?;
     std::io::Write::flush(&mut w).map_err(io)?;
     progress(n, n);
@@ -453,13 +453,6 @@ fn draw(rng: &Philox, stream: u64, t: &SynthTensor) -> Vec<f32> {
         }
     });
     v
-}
-
-/// Encodes rows of `row` values as `ty`, in parallel.
-fn encode_rows(ty: GgmlType, x: &[f32], row: usize) -> Result<Vec<u8>> {
-    let rows_per = (65536 / row.max(1)).max(1);
-    let parts: Vec<Vec<u8>> = x.par_chunks(row * rows_per).map(|c| quantize(ty, c)).collect::<Result<_>>()?;
-    Ok(parts.concat())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use super::config::Qwen3Config;
 use crate::llm::kv_cache::KvCache;
+use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use fucina::ops::{attention, RopeStyle};
@@ -310,45 +311,19 @@ impl Moe {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
         let probs = self.router.forward(x)?.softmax::<expert>()?.to_f32_vec();
         let n = self.experts.len();
-        // Per expert: the rows routed to it and their weights.
-        let mut assigned: Vec<(Vec<u32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
-        let mut chosen = Vec::with_capacity(s);
-        for (t, p) in probs.chunks_exact(n).enumerate() {
-            let top = top_k(p, self.used);
-            let total: f32 = if self.norm_topk { top.iter().map(|&e| p[e]).sum() } else { 1.0 };
-            for &e in &top {
-                assigned[e].0.push(t as u32);
-                assigned[e].1.push(p[e] / total);
-            }
-            let mut ids: Vec<u32> = top.iter().map(|&e| e as u32).collect();
-            ids.sort_unstable();
-            chosen.push(ids);
-        }
+        let (assigned, chosen) = crate::llm::moe::assign(
+            n,
+            probs.chunks_exact(n).map(|p| {
+                let top = top_k(p, self.used);
+                let total: f32 = if self.norm_topk { top.iter().map(|&e| p[e]).sum() } else { 1.0 };
+                let w = top.iter().map(|&e| p[e] / total).collect();
+                (top, w)
+            }),
+        );
         let mut y = vec![0.0f32; s * h];
-        for (mlp, (rows, weights)) in self.experts.iter().zip(&assigned) {
-            if rows.is_empty() {
-                continue;
-            }
-            // The expert's rows, gathered (they stay `seq` rows, a subset of the positions).
-            let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
-            let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
-            let ye = mlp.forward(&xe)?.to_f32_vec();
-            for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
-                for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
-                    *acc += w * v;
-                }
-            }
-        }
+        crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts[e].forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
     }
-}
-
-/// Indices of the `k` largest values, largest first (ties: lower index first).
-fn top_k(p: &[f32], k: usize) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..p.len()).collect();
-    idx.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
-    idx.truncate(k);
-    idx
 }
 
 impl crate::llm::generate::CausalLm for Qwen3 {

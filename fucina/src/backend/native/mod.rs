@@ -9,7 +9,6 @@ mod elementwise;
 mod frames;
 pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
-pub use gemm::gemm_decoded;
 mod reduce;
 mod rowgemm;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};

@@ -192,6 +192,18 @@ pub struct NamFile {
     pub metadata: Option<Value>,
 }
 
+/// The FiLM switches of a 0.7 layer array (this runtime requires them all off).
+const FILM_KEYS: [&str; 8] = [
+    "conv_pre_film",
+    "conv_post_film",
+    "input_mixin_pre_film",
+    "input_mixin_post_film",
+    "activation_pre_film",
+    "activation_post_film",
+    "layer1x1_post_film",
+    "head1x1_post_film",
+];
+
 fn bad(msg: impl Into<String>) -> FucinaError {
     FucinaError::Format { format: "nam", msg: msg.into() }
 }
@@ -363,16 +375,7 @@ fn layer_array(la: &Value, at: &str) -> Result<LayerArray> {
             }
         }
     }
-    for film in [
-        "conv_pre_film",
-        "conv_post_film",
-        "input_mixin_pre_film",
-        "input_mixin_post_film",
-        "activation_pre_film",
-        "activation_post_film",
-        "layer1x1_post_film",
-        "head1x1_post_film",
-    ] {
+    for film in FILM_KEYS {
         reject_if_active(la, film, at, "FiLM conditioning")?;
     }
     if la.get("slimmable").is_some_and(|s| !s.is_null()) {
@@ -606,16 +609,7 @@ fn array_json(la: &LayerArray, schema: Schema) -> Value {
                 "secondary_activation": la.gating.iter().map(|g| g.map_or(Value::Null, activation_json)).collect::<Vec<_>>(),
                 "slimmable": Value::Null,
             });
-            for film in [
-                "conv_pre_film",
-                "conv_post_film",
-                "input_mixin_pre_film",
-                "input_mixin_post_film",
-                "activation_pre_film",
-                "activation_post_film",
-                "layer1x1_post_film",
-                "head1x1_post_film",
-            ] {
+            for film in FILM_KEYS {
                 v[film] = off.clone();
             }
             v
