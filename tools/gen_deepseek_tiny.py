@@ -26,6 +26,7 @@ import os
 import numpy as np
 import torch
 import gguf
+from golden_common import greedy_reference
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -151,24 +152,13 @@ def reference(model, cfg, prompts_ids):
     for layer in model.model.layers[cfg.first_k_dense_replace:]:
         layer.mlp.gate.register_forward_hook(hook)
     cases = []
-    with torch.no_grad():
-        for ids_in in prompts_ids:
-            routes_now.clear()
-            out = model(torch.tensor([ids_in]), use_cache=True)
-            prefill = out.logits[0].float().numpy()
-            routes = [r for r in routes_now]
-            past = out.past_key_values
-            nxt = int(prefill[-1].argmax())
-            steps, greedy = [], []
-            for _ in range(16):
-                greedy.append(nxt)
-                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                lg = out.logits[0, -1].float().numpy()
-                steps.append(lg)
-                nxt = int(lg.argmax())
-            cases.append({"ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
-                          "decode": np.stack(steps).tolist(), "routes": routes})
+    for ids_in in prompts_ids:
+        routes_now.clear()
+        n_layers = len(model.model.layers) - cfg.first_k_dense_replace
+        _, prefill, greedy, decode = greedy_reference(model, ids_in)
+        routes = routes_now[:n_layers]  # the prompt's pass only, not the decode steps'
+        cases.append({"ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
+                      "decode": decode.tolist(), "routes": routes})
     return cases
 
 

@@ -19,6 +19,7 @@ import os
 import numpy as np
 import torch
 import gguf
+from golden_common import greedy_reference
 from tokenizers import Tokenizer, Regex, models, normalizers, pre_tokenizers, decoders, trainers
 from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -95,6 +96,41 @@ def train_tokenizer():
     return tok
 
 
+# HF parameter name -> llama.cpp tensor name, for the attention half of a Qwen3 block.
+ATTN_TENSORS = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+                ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
+                ("post_attention_layernorm", "ffn_norm")]
+
+
+def write_header(w, cfg, tokens, merges, ids, moe):
+    """The qwen3 / qwen3moe metadata and the tokenizer, as llama.cpp's converter writes them."""
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    if moe:
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(ids["<|im_end|>"])
+    w.add_pad_token_id(ids["<|endoftext|>"])
+    w.add_bos_token_id(ids["<|endoftext|>"])
+    w.add_add_bos_token(False)
+
+
 def main():
     tok = train_tokenizer()
     vocab = tok.get_vocab()
@@ -126,35 +162,13 @@ def main():
     path = os.path.join(assets, "qwen3-tiny-f32.gguf")
     w = gguf.GGUFWriter(path, "qwen3")
     w.add_name("fucina qwen3-tiny (random weights)")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_file_type(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
-    w.add_token_merges(merges)
-    w.add_eos_token_id(ids["<|im_end|>"])
-    w.add_pad_token_id(ids["<|endoftext|>"])
-    w.add_bos_token_id(ids["<|endoftext|>"])
-    w.add_add_bos_token(False)
+    write_header(w, cfg, tokens, merges, ids, moe=False)
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        for src, dst in [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
-                         ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
-                         ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
-                         ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
-                         ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]:
+        for src, dst in ATTN_TENSORS + [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
+                                         ("mlp.down_proj", "ffn_down")]:
             w.add_tensor(f"blk.{i}.{dst}.weight", sd[p + src + ".weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
     w.write_header_to_file()
@@ -164,24 +178,11 @@ def main():
 
     prompts = ["What is the capital of France?", "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"]
     cases = []
-    with torch.no_grad():
-        for text in prompts:
-            ids_in = tok.encode(text, add_special_tokens=False).ids
-            x = torch.tensor([ids_in])
-            out = model(x, use_cache=True)
-            prefill = out.logits[0].float().numpy()
-            past = out.past_key_values
-            nxt = int(prefill[-1].argmax())
-            steps, greedy = [], []
-            for _ in range(16):
-                greedy.append(nxt)
-                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                lg = out.logits[0, -1].float().numpy()
-                steps.append(lg)
-                nxt = int(lg.argmax())
-            cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
-                          "decode": np.stack(steps).tolist()})
+    for text in prompts:
+        ids_in = tok.encode(text, add_special_tokens=False).ids
+        _, prefill, greedy, decode = greedy_reference(model, ids_in)
+        cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
+                      "decode": decode.tolist()})
     with open(os.path.join(gold, "qwen3_logits.json"), "w") as f:
         json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3-tiny-f32.gguf", "cases": cases}, f)
         f.write("\n")
@@ -209,38 +210,13 @@ def write_moe(tok, tokens, merges, ids, prompts):
     path = os.path.join(assets, "qwen3moe-tiny-f32.gguf")
     w = gguf.GGUFWriter(path, "qwen3moe")
     w.add_name("fucina qwen3moe-tiny (random weights)")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
-    w.add_expert_count(cfg.num_experts)
-    w.add_expert_used_count(cfg.num_experts_per_tok)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_file_type(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
-    w.add_token_merges(merges)
-    w.add_eos_token_id(ids["<|im_end|>"])
-    w.add_pad_token_id(ids["<|endoftext|>"])
-    w.add_bos_token_id(ids["<|endoftext|>"])
-    w.add_add_bos_token(False)
+    write_header(w, cfg, tokens, merges, ids, moe=True)
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     inter = cfg.moe_intermediate_size
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        for src, dst in [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
-                         ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
-                         ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
-                         ("post_attention_layernorm", "ffn_norm"), ("mlp.gate", "ffn_gate_inp")]:
+        for src, dst in ATTN_TENSORS + [("mlp.gate", "ffn_gate_inp")]:
             w.add_tensor(f"blk.{i}.{dst}.weight", sd[p + src + ".weight"])
         gate_up = sd[p + "mlp.experts.gate_up_proj"]  # [experts, 2 * inter, hidden]: gate rows first
         w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", np.ascontiguousarray(gate_up[:, :inter, :]))
@@ -254,26 +230,14 @@ def write_moe(tok, tokens, merges, ids, prompts):
     w.close()
 
     cases = []
-    with torch.no_grad():
-        for text in prompts:
-            ids_in = tok.encode(text, add_special_tokens=False).ids
-            out = model(torch.tensor([ids_in]), use_cache=True, output_router_logits=True)
-            prefill = out.logits[0].float().numpy()
-            # Each layer's top-k experts per prompt token (sorted ids, for comparison).
-            routes = [torch.topk(r.float(), cfg.num_experts_per_tok, dim=-1).indices.sort(dim=-1).values.tolist()
-                      for r in out.router_logits]
-            past = out.past_key_values
-            nxt = int(prefill[-1].argmax())
-            steps, greedy = [], []
-            for _ in range(16):
-                greedy.append(nxt)
-                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                lg = out.logits[0, -1].float().numpy()
-                steps.append(lg)
-                nxt = int(lg.argmax())
-            cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
-                          "decode": np.stack(steps).tolist(), "routes": routes})
+    for text in prompts:
+        ids_in = tok.encode(text, add_special_tokens=False).ids
+        first, prefill, greedy, decode = greedy_reference(model, ids_in, output_router_logits=True)
+        # Each layer's top-k experts per prompt token (sorted ids, for comparison).
+        routes = [torch.topk(r.float(), cfg.num_experts_per_tok, dim=-1).indices.sort(dim=-1).values.tolist()
+                  for r in first.router_logits]
+        cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
+                      "decode": decode.tolist(), "routes": routes})
     with open(os.path.join(gold, "qwen3moe_logits.json"), "w") as f:
         json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3moe-tiny-f32.gguf",
                    "cases": cases}, f)

@@ -11,6 +11,7 @@
 
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
+use crate::llm::head::lm_head;
 use crate::llm::kv_cache::KvCache;
 use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
@@ -283,11 +284,7 @@ impl DeepSeek {
             x = x.add(&m)?;
         }
         cache.advance(tokens.len())?;
-        if !all_logits {
-            x = x.narrow::<seq>(tokens.len() - 1, 1)?.contiguous()?;
-        }
-        let x = x.rms_norm::<hidden>(Some(&self.norm), c.rms_eps)?;
-        self.output.as_ref().unwrap_or(&self.embed).forward(&x)
+        lm_head(x, all_logits, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
     }
 
     /// When experts stream under a budget: guesses layer `l + 1`'s experts from the residual

@@ -106,24 +106,40 @@ impl Qwen3Shape {
     };
 }
 
+/// The metadata every llama.cpp decoder carries: architecture, name, context and the widths.
+fn common_metadata(
+    arch: &str,
+    context: usize,
+    hidden: usize,
+    ffn: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+) -> Vec<(String, Value)> {
+    let k = |n: &str| format!("{arch}.{n}");
+    vec![
+        ("general.architecture".to_string(), Value::String(arch.as_bytes().to_vec())),
+        ("general.name".to_string(), Value::String(b"fucina synthetic (random weights)".to_vec())),
+        (k("context_length"), Value::U32(context as u32)),
+        (k("embedding_length"), Value::U32(hidden as u32)),
+        (k("feed_forward_length"), Value::U32(ffn as u32)),
+        (k("block_count"), Value::U32(layers as u32)),
+        (k("attention.head_count"), Value::U32(heads as u32)),
+        (k("attention.head_count_kv"), Value::U32(kv_heads as u32)),
+    ]
+}
+
 /// A Qwen3 (dense or MoE) in llama.cpp's `qwen3` / `qwen3moe` layout.
 pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
     let arch = if s.moe.is_some() { "qwen3moe" } else { "qwen3" };
     let k = |n: &str| format!("{arch}.{n}");
-    let mut metadata = vec![
-        ("general.architecture".to_string(), Value::String(arch.as_bytes().to_vec())),
-        ("general.name".to_string(), Value::String(b"fucina synthetic (random weights)".to_vec())),
-        (k("context_length"), Value::U32(s.context as u32)),
-        (k("embedding_length"), Value::U32(s.hidden as u32)),
-        (k("feed_forward_length"), Value::U32(s.ffn as u32)),
-        (k("block_count"), Value::U32(s.layers as u32)),
-        (k("attention.head_count"), Value::U32(s.heads as u32)),
-        (k("attention.head_count_kv"), Value::U32(s.kv_heads as u32)),
+    let mut metadata = common_metadata(arch, s.context, s.hidden, s.ffn, s.layers, s.heads, s.kv_heads);
+    metadata.extend([
         (k("attention.key_length"), Value::U32(s.head_dim as u32)),
         (k("attention.value_length"), Value::U32(s.head_dim as u32)),
         (k("rope.freq_base"), Value::F32(1_000_000.0)),
         (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
-    ];
+    ]);
     if let Some((n, used)) = s.moe {
         metadata.push((k("expert_count"), Value::U32(n as u32)));
         metadata.push((k("expert_used_count"), Value::U32(used as u32)));
@@ -254,15 +270,8 @@ impl DeepSeekShape {
 /// A DeepSeek-V2/V3 in llama.cpp's `deepseek2` layout (MLA split into `attn_k_b`/`attn_v_b`).
 pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
     let k = |n: &str| format!("deepseek2.{n}");
-    let mut metadata = vec![
-        ("general.architecture".to_string(), Value::String(b"deepseek2".to_vec())),
-        ("general.name".to_string(), Value::String(b"fucina synthetic (random weights)".to_vec())),
-        (k("context_length"), Value::U32(s.context as u32)),
-        (k("embedding_length"), Value::U32(s.hidden as u32)),
-        (k("feed_forward_length"), Value::U32(s.ffn as u32)),
-        (k("block_count"), Value::U32(s.layers as u32)),
-        (k("attention.head_count"), Value::U32(s.heads as u32)),
-        (k("attention.head_count_kv"), Value::U32(1)),
+    let mut metadata = common_metadata("deepseek2", s.context, s.hidden, s.ffn, s.layers, s.heads, 1);
+    metadata.extend([
         (k("rope.freq_base"), Value::F32(10_000.0)),
         (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         (k("leading_dense_block_count"), Value::U32(s.dense_lead as u32)),
@@ -279,7 +288,7 @@ pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
         (k("expert_weights_scale"), Value::F32(if s.v3 { 2.5 } else { 1.0 })),
         (k("expert_gating_func"), Value::U32(if s.v3 { 2 } else { 1 })),
         (k("rope.dimension_count"), Value::U32(s.qk_rope as u32)),
-    ];
+    ]);
     // 0 means "no query compression" (llama.cpp requires the key except for 26/27 layers).
     metadata.push((k("attention.q_lora_rank"), Value::U32(s.q_lora.unwrap_or(0) as u32)));
     if s.v3 {

@@ -5,6 +5,7 @@
 //! norms are f32 tensors.
 
 use super::config::Qwen3Config;
+use crate::llm::head::lm_head;
 use crate::llm::kv_cache::KvCache;
 use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
@@ -257,11 +258,7 @@ impl Qwen3 {
             x = x.add(&m)?;
         }
         cache.advance(tokens.len())?;
-        if !all_logits {
-            x = x.narrow::<seq>(tokens.len() - 1, 1)?.contiguous()?;
-        }
-        let x = x.rms_norm::<hidden>(Some(&self.norm), c.rms_eps)?;
-        self.output.as_ref().unwrap_or(&self.embed).forward(&x)
+        lm_head(x, all_logits, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
     }
 
     #[allow(clippy::too_many_arguments)]
