@@ -9,7 +9,9 @@
 4. Writes fucina-models/tests/goldens/qwen3_tokenizer.json (token IDs from HF for a corpus
    of tricky strings) and qwen3_logits.json (transformers logits for fixed prompts: every
    prefill position and 16 greedy decode steps).
-5. The same for a tiny Qwen3-MoE (Qwen3MoeForCausalLM, 8 experts, top 2, normalized top-k
+5. The same model in F16, BF16 and Q8_0 (converted by gguf-py) and qwen3_dtypes_logits.json:
+   transformers' logits for the first prompt with each file's weights dequantized.
+6. The same for a tiny Qwen3-MoE (Qwen3MoeForCausalLM, 8 experts, top 2, normalized top-k
    weights as llama.cpp's qwen3moe): assets/qwen3moe-tiny-f32.gguf, qwen3moe_logits.json
    (also the experts each layer routes each prompt token to).
 """
@@ -103,7 +105,7 @@ ATTN_TENSORS = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q")
                 ("post_attention_layernorm", "ffn_norm")]
 
 
-def write_header(w, cfg, tokens, merges, ids, moe):
+def write_header(w, cfg, tokens, merges, ids, moe, file_type=0):
     """The qwen3 / qwen3moe metadata and the tokenizer, as llama.cpp's converter writes them."""
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
@@ -119,7 +121,7 @@ def write_header(w, cfg, tokens, merges, ids, moe):
     w.add_value_length(cfg.head_dim)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_file_type(0)
+    w.add_file_type(file_type)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(tokens)
@@ -160,21 +162,8 @@ def main():
                 p.copy_(1.0 + 0.3 * torch.randn_like(p))
 
     path = os.path.join(assets, "qwen3-tiny-f32.gguf")
-    w = gguf.GGUFWriter(path, "qwen3")
-    w.add_name("fucina qwen3-tiny (random weights)")
-    write_header(w, cfg, tokens, merges, ids, moe=False)
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}."
-        for src, dst in ATTN_TENSORS + [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
-                                         ("mlp.down_proj", "ffn_down")]:
-            w.add_tensor(f"blk.{i}.{dst}.weight", sd[p + src + ".weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_dense(path, cfg, sd, tokens, merges, ids, None)
 
     prompts = ["What is the capital of France?", "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"]
     cases = []
@@ -187,7 +176,72 @@ def main():
         json.dump({"generator": "tools/gen_qwen3_tiny.py", "model": "assets/qwen3-tiny-f32.gguf", "cases": cases}, f)
         f.write("\n")
     print(f"wrote {path} (vocab {n_vocab}) and the goldens")
+    write_dtypes(cfg, model, sd, tokens, merges, ids, cases[0])
     write_moe(tok, tokens, merges, ids, prompts)
+
+
+# The other dtypes of the tiny model: (file suffix, GGML type, llama.cpp file type). Matrices
+# are converted by gguf-py (llama.cpp's own quantizer for Q8_0, round-to-nearest-even for
+# F16/BF16); norms stay F32 as llama.cpp writes them. Hidden 64 is not a multiple of the
+# 256-wide K-quant super-block, so K-quants are covered by the synthetic models instead.
+DTYPES = [("f16", gguf.GGMLQuantizationType.F16, 1), ("bf16", gguf.GGMLQuantizationType.BF16, 32),
+          ("q8_0", gguf.GGMLQuantizationType.Q8_0, 7)]
+
+
+def write_dense(path, cfg, sd, tokens, merges, ids, qtype, file_type=0):
+    """The dense tiny Qwen3 as GGUF; matrices in `qtype` (None: F32)."""
+    def mat(a):
+        if qtype is None:
+            return a, {}
+        if qtype == gguf.GGMLQuantizationType.F16:
+            return a.astype(np.float16), {}
+        return gguf.quants.quantize(a, qtype), {"raw_dtype": qtype}
+
+    w = gguf.GGUFWriter(path, "qwen3")
+    w.add_name("fucina qwen3-tiny (random weights)")
+    write_header(w, cfg, tokens, merges, ids, moe=False, file_type=file_type)
+    a, kw = mat(sd["model.embed_tokens.weight"])
+    w.add_tensor("token_embd.weight", a, **kw)
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for src, dst in ATTN_TENSORS + [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
+                                         ("mlp.down_proj", "ffn_down")]:
+            t = sd[p + src + ".weight"]
+            a, kw = mat(t) if t.ndim == 2 else (t, {})
+            w.add_tensor(f"blk.{i}.{dst}.weight", a, **kw)
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_dtypes(cfg, model, sd, tokens, merges, ids, case):
+    """The tiny model in F16, BF16 and Q8_0, and transformers' logits for the first prompt
+    with each file's weights (dequantized back to f32 and loaded into the same model)."""
+    import copy
+    out = {}
+    for suffix, qtype, file_type in DTYPES:
+        path = os.path.join(assets, f"qwen3-tiny-{suffix}.gguf")
+        write_dense(path, cfg, sd, tokens, merges, ids, qtype, file_type)
+        m = copy.deepcopy(model)
+        with torch.no_grad():
+            for name, prm in m.named_parameters():
+                a = prm.detach().float().numpy()
+                if a.ndim != 2:
+                    continue
+                if qtype == gguf.GGMLQuantizationType.F16:
+                    back = a.astype(np.float16).astype(np.float32)
+                else:
+                    back = gguf.quants.dequantize(gguf.quants.quantize(a, qtype), qtype)
+                prm.copy_(torch.from_numpy(np.ascontiguousarray(back, dtype=np.float32)))
+        _, prefill, greedy, decode = greedy_reference(m, case["ids"])
+        out[suffix] = {"model": f"assets/qwen3-tiny-{suffix}.gguf", "ids": case["ids"], "prefill": prefill.tolist(),
+                       "greedy": greedy, "decode": decode.tolist()}
+    with open(os.path.join(gold, "qwen3_dtypes_logits.json"), "w") as f:
+        json.dump({"generator": "tools/gen_qwen3_tiny.py", "dtypes": out}, f)
+        f.write("\n")
+    print("wrote the F16/BF16/Q8_0 tiny models and their goldens")
 
 
 def write_moe(tok, tokens, merges, ids, prompts):

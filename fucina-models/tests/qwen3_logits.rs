@@ -1,6 +1,7 @@
 //! Logit parity with transformers' Qwen3ForCausalLM and Qwen3MoeForCausalLM on the committed
 //! tiny models (`tools/gen_qwen3_tiny.py`): every prefill position and 16 greedy decode
-//! steps, and for the MoE the experts each layer routes each prompt token to.
+//! steps, and for the MoE the experts each layer routes each prompt token to; and the same
+//! model converted by gguf-py to F16, BF16 and Q8_0 against transformers on those weights.
 //!
 //! Tolerance: max |fucina - transformers| <= 5e-5 (measured: 6e-6) on logits of magnitude ~1-10 (both run in
 //! f32; the difference is summation order in the matmuls, softmax and norms). Greedy tokens
@@ -104,4 +105,55 @@ fn context_overflow_is_an_error_that_states_the_limit() {
     let e = model.forward(&[model.config.vocab as u32], &mut cache, false).unwrap_err().to_string();
     assert!(e.contains("vocab"), "{e}");
     assert!(ModelFile::open(root().join("tests/goldens/qwen3_logits.json"), &["qwen3"]).is_err());
+}
+
+/// One dtype's file against transformers run on that file's weights (dequantized to f32):
+/// every prefill position, then 16 decode steps fed the reference's greedy tokens (teacher
+/// forcing, so a near-tie flipped by activation rounding cannot derail the comparison).
+/// Returns the largest difference, checked against `tol`, and whether free-running greedy
+/// decoding would have picked the same tokens.
+fn check_dtype(suffix: &str, backend: BackendKind, threads: usize, tol: f32) -> (f32, bool) {
+    let ctx = ExecContext::with_backend(backend, threads).unwrap();
+    let _g = ctx.enter();
+    let gold: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/goldens/qwen3_dtypes_logits.json")).unwrap())
+            .unwrap();
+    let case = &gold["dtypes"][suffix];
+    let file = ModelFile::open(root().join(case["model"].as_str().unwrap()), &["qwen3"]).unwrap();
+    let model = Qwen3::load(&file).unwrap();
+    let vocab = model.config.vocab;
+    let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+    let greedy: Vec<u32> = case["greedy"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+    let mut cache = model.new_cache(64, DType::F32).unwrap();
+    let prefill = model.forward(&ids, &mut cache, true).unwrap().to_f32_vec();
+    let mut worst = 0f32;
+    for (p, want) in rows(&case["prefill"]).iter().enumerate() {
+        worst = worst.max(max_diff(&prefill[p * vocab..(p + 1) * vocab], want));
+    }
+    let mut same_tokens = argmax(&prefill[(ids.len() - 1) * vocab..]) == greedy[0];
+    for (step, want) in rows(&case["decode"]).iter().enumerate() {
+        let got = model.forward(&[greedy[step]], &mut cache, false).unwrap().to_f32_vec();
+        worst = worst.max(max_diff(&got, want));
+        if step + 1 < greedy.len() {
+            same_tokens &= argmax(&got) == greedy[step + 1];
+        }
+    }
+    assert!(worst <= tol, "{suffix} on {backend:?}: max diff {worst} > {tol}");
+    (worst, same_tokens)
+}
+
+/// Tolerances on logits of magnitude up to ~6.8 (std 1.6), measured on both backends:
+/// F16 8e-6 (f16 weights widened, f32 arithmetic: summation order only, so greedy decoding
+/// must agree); BF16 0.051 (batched products round activations to bf16 as well); Q8_0 0.19
+/// (activations quantized to 8-bit blocks, as llama.cpp does; rows of 64 are two blocks).
+#[test]
+fn tiny_qwen3_in_f16_bf16_q8_0_matches_transformers_on_the_same_weights() {
+    for backend in [BackendKind::Scalar, BackendKind::Native] {
+        for (suffix, tol) in [("f16", TOL), ("bf16", 0.1), ("q8_0", 0.3)] {
+            let (_, same_tokens) = check_dtype(suffix, backend, 2, tol);
+            if suffix == "f16" {
+                assert!(same_tokens, "f16 on {backend:?}: greedy tokens differ");
+            }
+        }
+    }
 }
