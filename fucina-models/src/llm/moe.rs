@@ -31,23 +31,45 @@ pub fn assign(experts: usize, per_token: impl Iterator<Item = (Vec<usize>, Vec<f
     (assigned, chosen)
 }
 
+/// Experts with at most this many rows each run side by side, one per worker, when a
+/// layer has several: each product is too small to be worth splitting over the pool.
+const SIDE_BY_SIDE_ROWS: usize = 8;
+
 /// Adds `sum_e weight * expert_e(x[rows of e])` into `y` (`[seq, hidden]`, row-major): each
-/// expert with rows runs once, on those rows gathered (`run(e, rows)`).
+/// expert with rows runs once, on those rows gathered (`run(e, rows)`). When every active
+/// expert has few rows (decode, short prompts), the experts run in parallel, each one
+/// serially on one worker, instead of each small product waking the pool; the sums are
+/// added in expert order either way, so the result does not depend on the schedule.
 pub fn combine(
     x: &Tensor<axes![seq, hidden]>,
     assigned: &Assignment,
     y: &mut [f32],
-    run: impl Fn(usize, &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>>,
+    run: impl Fn(usize, &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> + Sync,
 ) -> Result<()> {
     let h = x.size::<hidden>();
-    for (e, (rows, weights)) in assigned.iter().enumerate() {
-        if rows.is_empty() {
-            continue;
-        }
+    let active: Vec<usize> = (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect();
+    let one = |e: usize| -> Result<Vec<f32>> {
         // The expert's rows, gathered (they stay `seq` rows, a subset of the positions).
+        let rows = &assigned[e].0;
         let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
         let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
-        let ye = run(e, &xe)?.to_f32_vec();
+        Ok(run(e, &xe)?.to_f32_vec())
+    };
+    let ctx = ExecContext::current();
+    let side_by_side = ctx.backend() == BackendKind::Native
+        && ctx.threads() > 1
+        && active.len() > 1
+        && active.iter().all(|&e| assigned[e].0.len() <= SIDE_BY_SIDE_ROWS);
+    let outs: Vec<Vec<f32>> = if side_by_side {
+        use rayon::prelude::*;
+        ctx.install(|| {
+            active.par_iter().map(|&e| ctx.scope(|| fucina::backend::native::serial(|| one(e)))).collect::<Result<_>>()
+        })?
+    } else {
+        active.iter().map(|&e| one(e)).collect::<Result<_>>()?
+    };
+    for (&e, ye) in active.iter().zip(&outs) {
+        let (rows, weights) = &assigned[e];
         for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
             for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
                 *acc += w * v;

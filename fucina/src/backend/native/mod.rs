@@ -33,6 +33,11 @@ pub fn serial<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether this thread is inside [`serial`] (callers that size their own splits check it).
+pub fn in_serial() -> bool {
+    SERIAL.with(|s| s.get())
+}
+
 /// Whether a kernel may split `work` units over the pool: only on a pool thread, outside
 /// [`serial`], and when the work is large enough to pay for it.
 pub fn par(work: usize) -> bool {
