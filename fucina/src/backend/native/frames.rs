@@ -1,6 +1,6 @@
 //! Small products over time frames, for streaming models (the real-time amp): `out[t] +=
 //! x[t] W` for `n` frames, where a frame is a short channel vector (2..64 values) and `W`
-//! is `[ni, no]`. Register-blocked (4 frames by 8 outputs) under AVX2/FMA when the CPU has
+//! is `[ni, no]`. Register-blocked (4 frames by 8, then 4, outputs) under AVX2/FMA when the CPU has
 //! it; no allocation, no threads, so it is safe on an audio thread.
 
 use super::simd::{self, Level};
@@ -68,7 +68,8 @@ unsafe fn avx2(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], 
     }
 }
 
-/// `R` frames starting at `t`, all outputs: 8-wide column chunks, the last one masked.
+/// `R` frames starting at `t`, all outputs: 8-wide column chunks, then one 4-wide chunk,
+/// then single columns.
 ///
 /// # Safety
 /// AVX2/FMA enabled by the caller; frames `t..t+R` and every column `< no` lie inside the
@@ -108,26 +109,38 @@ unsafe fn rows<const R: usize>(
         }
         o += 8;
     }
-    if o == no {
-        return;
-    }
-    // The last 1..7 columns: masked, so nothing outside the operands is touched.
-    let left = (no - o) as i32;
-    let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    // SAFETY: the masked lanes stay inside row (t + r) of out and row i of w.
-    unsafe {
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (r, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_maskload_ps(op.add((t + r) * os + o), mask);
-        }
-        for i in 0..ni {
-            let wv = _mm256_maskload_ps(wp.add(i * no + o), mask);
+    // A 4-wide chunk in 128-bit registers (the channel counts of the small presets are often
+    // 4 or 12): masked AVX loads and stores are slow on some cores.
+    if o + 4 <= no {
+        // SAFETY: columns o..o+4 lie inside row (t + r) of out and row i of w.
+        unsafe {
+            let mut acc = [_mm_setzero_ps(); R];
             for (r, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(_mm256_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
+                *a = _mm_loadu_ps(op.add((t + r) * os + o));
+            }
+            for i in 0..ni {
+                let wv = _mm_loadu_ps(wp.add(i * no + o));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    *a = _mm_fmadd_ps(_mm_set1_ps(*xp.add((t + r) * xs + i)), wv, *a);
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                _mm_storeu_ps(op.add((t + r) * os + o), *a);
             }
         }
-        for (r, a) in acc.iter().enumerate() {
-            _mm256_maskstore_ps(op.add((t + r) * os + o), mask, *a);
+        o += 4;
+    }
+    // The last 0..3 columns, one at a time (each a sum over `ni`, in the same order).
+    for c in o..no {
+        for r in 0..R {
+            // SAFETY: column c < no lies inside row (t + r) of out and row i of w.
+            unsafe {
+                let mut acc = *op.add((t + r) * os + c);
+                for i in 0..ni {
+                    acc = (*xp.add((t + r) * xs + i)).mul_add(*wp.add(i * no + c), acc);
+                }
+                *op.add((t + r) * os + c) = acc;
+            }
         }
     }
 }
@@ -138,9 +151,16 @@ mod tests {
 
     #[test]
     fn matches_the_scalar_spec() {
-        for (n, ni, no, xs, os) in
-            [(1, 1, 1, 1, 1), (9, 16, 16, 16, 16), (13, 8, 12, 9, 14), (4, 3, 33, 5, 40), (7, 16, 32, 16, 32)]
-        {
+        for (n, ni, no, xs, os) in [
+            (1, 1, 1, 1, 1),
+            (9, 16, 16, 16, 16),
+            (13, 8, 12, 9, 14),
+            (4, 3, 33, 5, 40),
+            (7, 16, 32, 16, 32),
+            (6, 4, 4, 4, 4),
+            (5, 8, 7, 8, 7),
+            (9, 2, 3, 2, 3),
+        ] {
             let x: Vec<f32> = (0..n * xs).map(|i| ((i * 37) % 17) as f32 * 0.1 - 0.8).collect();
             let w: Vec<f32> = (0..ni * no).map(|i| ((i * 11) % 13) as f32 * 0.07 - 0.4).collect();
             let mut a: Vec<f32> = (0..n * os).map(|i| i as f32 * 0.01).collect();
