@@ -79,11 +79,9 @@ def nam_core_rtf(path, buffers, seconds):
     return parse_results(out)
 
 
-def check_nam_core(name, tmp="/tmp"):
-    """Renders the golden input through NAM Core (buffers of 7) and returns the max abs error."""
-    import json
-    with open(os.path.join(GOLD, "signals.json")) as f:
-        sig = json.load(f)
+def check_nam_core(name, sig, tmp="/tmp"):
+    """Renders the golden input (`sig`: signals.json) through NAM Core (buffers of 7) and
+    returns the max abs error against the PyTorch output."""
     src, dst = os.path.join(tmp, "nam_core_in.f32"), os.path.join(tmp, "nam_core_out.f32")
     np.asarray(sig["input"], dtype=np.float32).tofile(src)
     subprocess.run([NAM_CORE, os.path.join(GOLD, f"{name}.nam"), "--buffers", "7", "--render", src, dst], check=True)
@@ -105,7 +103,11 @@ def main():
     print(f"NAM streaming, 1 thread, 48 kHz, {a.seconds:g} s of audio per measurement, {a.rounds} interleaved rounds; "
           f"{datetime.date.today().isoformat()}")
     core = os.path.exists(NAM_CORE) and not a.no_nam_core
-    if not core:
+    if core:
+        import json
+        with open(os.path.join(GOLD, "signals.json")) as f:
+            signals = json.load(f)
+    else:
         print("(NeuralAmpModelerCore not built: run benches/nam_core/build.sh to add it)")
     print("| model | buffer | fucina RTF | PyTorch RTF (buffer + context) | fucina / PyTorch "
           + ("| NAM Core RTF | fucina / NAM Core | NAM Core time / deadline p50, p99, max " if core else "")
@@ -115,7 +117,7 @@ def main():
     for name in a.models.split(","):
         path = os.path.join(GOLD, f"{name}.nam")
         if core:
-            err = check_nam_core(name)
+            err = check_nam_core(name, signals)
             if err > 1e-5:
                 raise SystemExit(f"NAM Core disagrees with the PyTorch goldens on {name}: max abs error {err:.2e}")
         engines = [("f", fucina_rtf), ("t", torch_rtf)] + ([("c", nam_core_rtf)] if core else [])

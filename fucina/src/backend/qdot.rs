@@ -90,8 +90,15 @@ mod avx2 {
     /// An f16 scale converted with F16C.
     #[inline(always)]
     unsafe fn scale_f16c(b: &[u8]) -> f32 {
-        // Safe intrinsics under the caller's F16C; the two bytes are the block's f16 scale.
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[0], b[1]]) as i32)))
+        // SAFETY: the caller enables F16C; the two bytes are the block's f16 scale.
+        unsafe { f16c_bits(u16::from_le_bytes([b[0], b[1]])) }
+    }
+
+    /// The f16 with these bits as f32, converted with F16C.
+    #[inline(always)]
+    unsafe fn f16c_bits(bits: u16) -> f32 {
+        // Safe intrinsics under the caller's F16C.
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
     }
 
     /// AVX2 Q8_0 x Q8_0.
@@ -121,9 +128,8 @@ mod avx2 {
                 let x = _mm256_loadu_si256(wp.add(o + 2) as *const __m256i);
                 let y = _mm256_loadu_si256(ap.add(o + 2) as *const __m256i);
                 let p = mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-                let dw = _mm_cvtph_ps(_mm_cvtsi32_si128((wp.add(o) as *const u16).read_unaligned() as i32));
-                let da = _mm_cvtph_ps(_mm_cvtsi32_si128((ap.add(o) as *const u16).read_unaligned() as i32));
-                let d = _mm256_broadcastss_ps(_mm_mul_ss(dw, da));
+                let scale = |p: *const u8| f16c_bits(u16::from_le((p as *const u16).read_unaligned()));
+                let d = _mm256_set1_ps(scale(wp.add(o)) * scale(ap.add(o)));
                 *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
             }
         };

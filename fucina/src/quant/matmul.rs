@@ -151,7 +151,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             // stored rows (no packing, no f32 copy of the weight).
             let xv = x.to_f32_vec();
             let mut y = vec![0.0f32; m * self.rows];
-            let parallel = ctx.threads() > 1 && m * self.rows * k >= 1 << 18 && !crate::backend::native::in_serial();
+            let parallel = may_split(&ctx, m * self.rows * k, 1 << 18);
             ctx.install(|| crate::backend::native::gemm_rows(m, self.rows, k, &xv, &self.data, fmt, &mut y, parallel));
             return Tensor::from_vec(y, &[m, self.rows]);
         }
@@ -299,7 +299,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             });
         };
         let mut y = vec![0.0f32; m * self.rows];
-        let parallel = ctx.threads() > 1 && m * self.rows * k >= 1 << 18 && !crate::backend::native::in_serial();
+        let parallel = may_split(ctx, m * self.rows * k, 1 << 18);
         ctx.install(|| crate::backend::native::gemm_rows_bf16(m, self.rows, k, &xb, &decode, &mut y, parallel));
         Tensor::from_vec(y, &[m, self.rows])
     }
@@ -318,7 +318,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         let n = self.rows;
         let mut y = vec![0.0f32; m * n];
         if m > 0 && n > 0 {
-            let parallel = native && m * n * k >= 1 << 17 && ctx.threads() > 1 && !crate::backend::native::in_serial();
+            let parallel = native && may_split(ctx, m * n * k, 1 << 17);
             // About eight ranges per thread balance uneven progress without paying much per task.
             let per = if parallel { n.div_ceil(8 * ctx.threads()).clamp(8, 1024) } else { n };
             let cols = Cols { ptr: y.as_mut_ptr(), n };
@@ -331,6 +331,12 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         }
         Tensor::from_vec(y, &[m, n])
     }
+}
+
+/// Whether a product of `work` multiply-adds is split over the pool: more than one thread,
+/// at least `min` of work, and not inside [`crate::backend::native::serial`].
+fn may_split(ctx: &ExecContext, work: usize, min: usize) -> bool {
+    ctx.threads() > 1 && work >= min && !crate::backend::native::in_serial()
 }
 
 /// The output `[m, n]` of a product, written by column ranges from several tasks.

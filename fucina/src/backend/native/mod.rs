@@ -41,7 +41,7 @@ pub fn in_serial() -> bool {
 /// Whether a kernel may split `work` units over the pool: only on a pool thread, outside
 /// [`serial`], and when the work is large enough to pay for it.
 pub fn par(work: usize) -> bool {
-    work >= PAR_MIN && !SERIAL.with(|s| s.get()) && rayon::current_thread_index().is_some()
+    work >= PAR_MIN && !in_serial() && rayon::current_thread_index().is_some()
 }
 
 /// Below this many elements (or multiply-adds) a kernel does not split its work.
