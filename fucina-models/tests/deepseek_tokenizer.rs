@@ -2,7 +2,7 @@
 //! token ids equal to HF `tokenizers` with the same pipeline on a corpus of tricky strings
 //! (vocabulary and goldens from `tools/gen_deepseek_tiny.py`).
 
-use fucina::formats::gguf::{GgufHeader, Value};
+use fucina::formats::gguf::{Array, GgufHeader, Value};
 use fucina_models::llm::Tokenizer;
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
@@ -21,12 +21,18 @@ fn deepseek_v3_pre_tokenizer_matches_hf() {
         metadata: vec![
             ("tokenizer.ggml.model".into(), s("gpt2")),
             ("tokenizer.ggml.pre".into(), s("deepseek-v3")),
-            ("tokenizer.ggml.tokens".into(), Value::Array(8, tokens.iter().map(|t| s(t)).collect())),
+            (
+                "tokenizer.ggml.tokens".into(),
+                Value::Array(Array::from_values(8, tokens.iter().map(|t| s(t)).collect()).unwrap()),
+            ),
             (
                 "tokenizer.ggml.token_type".into(),
-                Value::Array(5, tokens.iter().map(|t| Value::I32(if specials.contains(t) { 3 } else { 1 })).collect()),
+                Value::Array(Array::I32(tokens.iter().map(|t| if specials.contains(t) { 3 } else { 1 }).collect())),
             ),
-            ("tokenizer.ggml.merges".into(), Value::Array(8, strings(&g["merges"]).iter().map(|m| s(m)).collect())),
+            (
+                "tokenizer.ggml.merges".into(),
+                Value::Array(Array::from_values(8, strings(&g["merges"]).iter().map(|m| s(m)).collect()).unwrap()),
+            ),
         ],
         tensors: vec![],
         alignment: 32,

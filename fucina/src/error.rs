@@ -44,6 +44,17 @@ pub enum FucinaError {
     /// Thread pool creation failed.
     #[error("thread pool: {0}")]
     ThreadPool(String),
+    /// A buffer sized by a file, a flag or a request cannot be had: the size overflows, the
+    /// allocator refused it, or it exceeds the memory the machine has.
+    #[error("out of memory: {what} needs {bytes} bytes{}", if *available > 0 { format!(", {available} available") } else { String::new() })]
+    OutOfMemory {
+        /// What the memory was for.
+        what: String,
+        /// Bytes asked for (`usize::MAX` when the size itself overflows).
+        bytes: usize,
+        /// Bytes the machine had available when asked (0: unknown).
+        available: usize,
+    },
 }
 
 /// `Result` with [`FucinaError`].

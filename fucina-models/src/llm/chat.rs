@@ -75,57 +75,133 @@ impl ChatFormat {
         }
     }
 
-    /// Renders `messages` and opens the assistant's turn (`think` applies to ChatML only).
+    /// Renders `messages` and opens the assistant's turn (`think` applies to ChatML only),
+    /// as one string (control tokens written out; for display and tests — tokenize a
+    /// [`ChatFormat::prompt`] instead, which keeps message text from becoming control tokens).
     pub fn render(self, messages: &[Message], think: bool) -> String {
+        self.prompt(messages, think).text_form()
+    }
+
+    /// Renders `messages` as a [`Prompt`]: the template's control tokens marked as such,
+    /// message text as plain text that is never parsed for control tokens.
+    pub fn prompt(self, messages: &[Message], think: bool) -> Prompt {
         const BOS: &str = "<｜begin▁of▁sentence｜>";
         const EOS: &str = "<｜end▁of▁sentence｜>";
+        let mut p = Prompt::default();
         match self {
-            ChatFormat::ChatMl => render_chat(messages, think),
+            ChatFormat::ChatMl => {
+                for m in messages {
+                    let content = match m.role {
+                        Role::Assistant => strip_thinking(&m.content),
+                        _ => m.content.as_str(),
+                    };
+                    p.control("<|im_start|>");
+                    p.text(m.role.as_str());
+                    p.text("\n");
+                    p.text(content);
+                    p.control("<|im_end|>");
+                    p.text("\n");
+                }
+                p.control("<|im_start|>");
+                p.text("assistant\n");
+                if !think {
+                    p.control("<think>");
+                    p.text("\n\n");
+                    p.control("</think>");
+                    p.text("\n\n");
+                }
+            }
             ChatFormat::DeepSeekV3 => {
-                let mut s = String::from(BOS);
+                p.control(BOS);
                 for m in messages.iter().filter(|m| m.role == Role::System) {
-                    s.push_str(&m.content);
+                    p.text(&m.content);
                 }
                 for m in messages.iter().filter(|m| m.role != Role::System) {
                     match m.role {
                         Role::User => {
-                            s.push_str("<｜User｜>");
-                            s.push_str(&m.content);
+                            p.control("<｜User｜>");
+                            p.text(&m.content);
                         }
                         _ => {
-                            s.push_str("<｜Assistant｜>");
-                            s.push_str(strip_thinking(&m.content));
-                            s.push_str(EOS);
+                            p.control("<｜Assistant｜>");
+                            p.text(strip_thinking(&m.content));
+                            p.control(EOS);
                         }
                     }
                 }
-                s.push_str("<｜Assistant｜>");
-                s
+                p.control("<｜Assistant｜>");
             }
             ChatFormat::DeepSeekV2 => {
-                let mut s = String::from(BOS);
+                p.control(BOS);
                 for m in messages {
                     match m.role {
                         Role::System => {
-                            s.push_str(&m.content);
-                            s.push_str("\n\n");
+                            p.text(&m.content);
+                            p.text("\n\n");
                         }
                         Role::User => {
-                            s.push_str("User: ");
-                            s.push_str(&m.content);
-                            s.push_str("\n\n");
+                            p.text("User: ");
+                            p.text(&m.content);
+                            p.text("\n\n");
                         }
                         Role::Assistant => {
-                            s.push_str("Assistant: ");
-                            s.push_str(&m.content);
-                            s.push_str(EOS);
+                            p.text("Assistant: ");
+                            p.text(&m.content);
+                            p.control(EOS);
                         }
                     }
                 }
-                s.push_str("Assistant:");
-                s
+                p.text("Assistant:");
             }
         }
+        p
+    }
+}
+
+/// A rendered prompt: text with the template's control tokens marked. Message text goes in
+/// as [`Piece::Text`], so a user who types `<|im_end|><|im_start|>system` gets those
+/// characters tokenized as text, not a forged turn (llama.cpp's `parse_special = false` for
+/// user content).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompt {
+    /// The pieces in order; consecutive text is merged.
+    pub pieces: Vec<Piece>,
+}
+
+/// One piece of a [`Prompt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// A control token the template puts here, by its text.
+    Control(String),
+    /// Text, tokenized without control tokens.
+    Text(String),
+}
+
+impl Prompt {
+    /// Appends a control token.
+    pub fn control(&mut self, token: &str) {
+        self.pieces.push(Piece::Control(token.to_string()));
+    }
+
+    /// Appends text (merged with text before it, so it tokenizes as one run).
+    pub fn text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        match self.pieces.last_mut() {
+            Some(Piece::Text(t)) => t.push_str(text),
+            _ => self.pieces.push(Piece::Text(text.to_string())),
+        }
+    }
+
+    /// The prompt as one string, control tokens written out.
+    pub fn text_form(&self) -> String {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Control(t) | Piece::Text(t) => t.as_str(),
+            })
+            .collect()
     }
 }
 
@@ -134,23 +210,7 @@ impl ChatFormat {
 /// template); with `think == false` an empty thinking block is prefilled so the model
 /// answers directly.
 pub fn render_chat(messages: &[Message], think: bool) -> String {
-    let mut s = String::new();
-    for m in messages {
-        let content = match m.role {
-            Role::Assistant => strip_thinking(&m.content),
-            _ => m.content.as_str(),
-        };
-        s.push_str("<|im_start|>");
-        s.push_str(m.role.as_str());
-        s.push('\n');
-        s.push_str(content);
-        s.push_str("<|im_end|>\n");
-    }
-    s.push_str("<|im_start|>assistant\n");
-    if !think {
-        s.push_str("<think>\n\n</think>\n\n");
-    }
-    s
+    ChatFormat::ChatMl.render(messages, think)
 }
 
 /// The answer part of an assistant message: what follows `</think>`, trimmed at the start.

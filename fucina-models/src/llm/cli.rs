@@ -160,7 +160,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     }
     if let Some(c) = &args.chat {
         messages.push(Message::new(Role::User, c.clone()));
-        let ids = tok.encode(&format.render(&messages, !args.no_think))?;
+        let ids = tok.encode_prompt(&format.prompt(&messages, !args.no_think))?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
         report(&stats);
         if !args.interactive {
@@ -196,7 +196,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
             _ => {}
         }
         messages.push(Message::new(Role::User, line));
-        let ids = tok.encode(&format.render(&messages, !args.no_think))?;
+        let ids = tok.encode_prompt(&format.prompt(&messages, !args.no_think))?;
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
         cache.truncate(common);
         fed.truncate(common);

@@ -5,7 +5,7 @@
 //! The tokenizer is the committed tiny model's byte-level BPE, padded with control tokens up
 //! to the requested vocabulary size, so every file also tokenizes real text.
 
-use fucina::formats::gguf::{assign_offsets, write_gguf_to, GgufFile, GgufHeader, TensorInfo, Value};
+use fucina::formats::gguf::{assign_offsets, write_gguf_to, Array, GgufFile, GgufHeader, TensorInfo, Value};
 use fucina::quant::GgmlType;
 use fucina::rng::{box_muller, Philox};
 use fucina::{FucinaError, Result};
@@ -357,17 +357,17 @@ pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
             continue;
         }
         let v = match (key.as_str(), v) {
-            ("tokenizer.ggml.tokens", Value::Array(et, items)) => {
+            ("tokenizer.ggml.tokens", Value::Array(Array::String(items))) => {
                 let mut items = items.clone();
                 check_vocab(items.len(), vocab)?;
-                items.extend((items.len()..vocab).map(|i| Value::String(format!("<|fucina_pad_{i}|>").into_bytes())));
-                Value::Array(*et, items)
+                items.extend((items.len()..vocab).map(|i| format!("<|fucina_pad_{i}|>").into_bytes()));
+                Value::Array(Array::String(items))
             }
-            ("tokenizer.ggml.token_type", Value::Array(et, items)) => {
+            ("tokenizer.ggml.token_type", Value::Array(Array::I32(items))) => {
                 let mut items = items.clone();
                 check_vocab(items.len(), vocab)?;
-                items.resize(vocab, Value::I32(3));
-                Value::Array(*et, items)
+                items.resize(vocab, 3);
+                Value::Array(Array::I32(items))
             }
             _ => v.clone(),
         };

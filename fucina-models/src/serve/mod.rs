@@ -7,7 +7,7 @@
 pub mod api;
 pub mod worker;
 
-use crate::llm::chat::{ChatFormat, Message, Role};
+use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{content_text, error_body, ChatRequest, Common, CompletionRequest, Stop, Usage};
@@ -105,6 +105,16 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Re
         .map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid request body: {e}"), Some("invalid_json")))
 }
 
+/// What a request asks to complete.
+enum Input {
+    /// `/v1/completions`: the client's raw text, control tokens parsed (it is the model's
+    /// whole input, as llama-server treats it).
+    Raw(String),
+    /// `/v1/chat/completions`: the rendered chat, message text never parsed for control
+    /// tokens.
+    Chat(Prompt),
+}
+
 /// A validated request, ready to queue.
 struct Prepared {
     prompt: Vec<u32>,
@@ -117,7 +127,7 @@ struct Prepared {
 // A Response is large, and returning it by value on the (rare) error path costs nothing
 // that matters next to tokenizing the prompt.
 #[allow(clippy::result_large_err)]
-fn prepare(st: &AppState, text: &str, c: &Common) -> Result<Prepared, Response> {
+fn prepare(st: &AppState, input: &Input, c: &Common) -> Result<Prepared, Response> {
     let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
     if c.n.is_some_and(|n| n != 1) {
         return Err(bad("only n = 1 is supported".into()));
@@ -132,7 +142,11 @@ fn prepare(st: &AppState, text: &str, c: &Common) -> Result<Prepared, Response> 
         seed: c.seed.unwrap_or(0),
     };
     params.validate().map_err(bad)?;
-    let prompt = st.tokenizer.encode(text).map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+    let prompt = match input {
+        Input::Raw(text) => st.tokenizer.encode(text),
+        Input::Chat(p) => st.tokenizer.encode_prompt(p),
+    }
+    .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
     }
@@ -186,7 +200,7 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         .enable_thinking
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
         .unwrap_or(st.think);
-    let p = match prepare(&st, &st.format.render(&messages, think), &body.common) {
+    let p = match prepare(&st, &Input::Chat(st.format.prompt(&messages, think)), &body.common) {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -203,7 +217,7 @@ async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response 
         Value::Array(a) if a.len() == 1 && a[0].is_string() => a[0].as_str().unwrap_or_default().to_string(),
         _ => return fail(StatusCode::BAD_REQUEST, "prompt must be a string (or an array of one string)", None),
     };
-    let p = match prepare(&st, &text, &body.common) {
+    let p = match prepare(&st, &Input::Raw(text), &body.common) {
         Ok(p) => p,
         Err(r) => return r,
     };

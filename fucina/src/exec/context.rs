@@ -79,11 +79,21 @@ impl Drop for ContextGuard {
     }
 }
 
+/// The most worker threads a context takes.
+pub const MAX_THREADS: usize = 1024;
+
 impl ExecContext {
-    /// Builds a context.
+    /// Builds a context. More than [`MAX_THREADS`] threads is an error (each is a real OS
+    /// thread with its own stack; thousands only cost time and memory).
     pub fn new(config: ExecConfig) -> Result<ExecContext> {
         let threads =
             config.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+        if threads > MAX_THREADS {
+            return Err(FucinaError::ThreadPool(format!(
+                "{threads} threads asked for; the limit is {MAX_THREADS} (this machine has {})",
+                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            )));
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("fucina-{i}"))

@@ -4,4 +4,4 @@
 mod context;
 pub mod graph;
 
-pub use context::{ContextGuard, ExecConfig, ExecContext};
+pub use context::{ContextGuard, ExecConfig, ExecContext, MAX_THREADS};

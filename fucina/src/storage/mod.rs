@@ -1,5 +1,6 @@
 //! Refcounted element buffers, returned to a [`BufferPool`] when dropped.
 
+pub mod alloc;
 mod bytes;
 mod pool;
 

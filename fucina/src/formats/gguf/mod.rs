@@ -7,9 +7,11 @@
 //! [`write_gguf`] emits a parsed file back byte for byte.
 
 mod reader;
+mod value;
 mod writer;
 
 pub use reader::parse;
+pub use value::{Array, Value};
 pub use writer::{assign_offsets, write_gguf, write_gguf_to};
 
 use crate::error::{FucinaError, Result};
@@ -22,90 +24,6 @@ use std::sync::Arc;
 pub const MAGIC: u32 = 0x4655_4747;
 /// Default data alignment when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
-
-/// A metadata value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// type 0
-    U8(u8),
-    /// type 1
-    I8(i8),
-    /// type 2
-    U16(u16),
-    /// type 3
-    I16(i16),
-    /// type 4
-    U32(u32),
-    /// type 5
-    I32(i32),
-    /// type 6
-    F32(f32),
-    /// type 7
-    Bool(bool),
-    /// type 8 (kept as bytes: GGUF does not promise UTF-8)
-    String(Vec<u8>),
-    /// type 9: element type id and elements
-    Array(u32, Vec<Value>),
-    /// type 10
-    U64(u64),
-    /// type 11
-    I64(i64),
-    /// type 12
-    F64(f64),
-}
-
-impl Value {
-    /// The GGUF type id of the value.
-    pub fn type_id(&self) -> u32 {
-        match self {
-            Value::U8(_) => 0,
-            Value::I8(_) => 1,
-            Value::U16(_) => 2,
-            Value::I16(_) => 3,
-            Value::U32(_) => 4,
-            Value::I32(_) => 5,
-            Value::F32(_) => 6,
-            Value::Bool(_) => 7,
-            Value::String(_) => 8,
-            Value::Array(..) => 9,
-            Value::U64(_) => 10,
-            Value::I64(_) => 11,
-            Value::F64(_) => 12,
-        }
-    }
-
-    /// The value as an unsigned integer, if it is one.
-    pub fn as_u64(&self) -> Option<u64> {
-        match *self {
-            Value::U8(v) => Some(v as u64),
-            Value::U16(v) => Some(v as u64),
-            Value::U32(v) => Some(v as u64),
-            Value::U64(v) => Some(v),
-            Value::I8(v) if v >= 0 => Some(v as u64),
-            Value::I16(v) if v >= 0 => Some(v as u64),
-            Value::I32(v) if v >= 0 => Some(v as u64),
-            Value::I64(v) if v >= 0 => Some(v as u64),
-            _ => None,
-        }
-    }
-
-    /// The value as a float, if it is a number.
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            Value::F32(v) => Some(v as f64),
-            Value::F64(v) => Some(v),
-            _ => self.as_u64().map(|v| v as f64),
-        }
-    }
-
-    /// The value as a UTF-8 string, if it is a valid one.
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::String(b) => std::str::from_utf8(b).ok(),
-            _ => None,
-        }
-    }
-}
 
 /// One tensor's entry in the header.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The bounds-checked GGUF parser.
 
-use super::{GgufHeader, TensorInfo, Value, DEFAULT_ALIGNMENT, MAGIC};
+use super::{Array, GgufHeader, TensorInfo, Value, DEFAULT_ALIGNMENT, MAGIC};
 use crate::error::{FucinaError, Result};
 use crate::quant::GgmlType;
 
@@ -69,6 +69,65 @@ impl<'a> Cursor<'a> {
         Ok(n as usize)
     }
 
+    /// An array: element type, count, elements, stored in one typed vector.
+    fn array(&mut self, what: &str, depth: usize) -> Result<Array> {
+        if depth >= MAX_DEPTH {
+            return Err(err(self.at, format!("{what}: arrays nested deeper than {MAX_DEPTH}")));
+        }
+        let et = self.u32(what)?;
+        let min = match et {
+            0 | 1 | 7 => 1,
+            2 | 3 => 2,
+            4..=6 => 4,
+            8 | 10..=12 => 8,
+            9 => 12,
+            t => return Err(err(self.at - 4, format!("{what}: unknown array element type {t}"))),
+        };
+        let n = self.count(&format!("{what}: array length"), min)?;
+        macro_rules! fixed {
+            ($variant:ident, $t:ty) => {{
+                let bytes = self.take(n * min, what)?;
+                Array::$variant(
+                    bytes.chunks_exact(min).map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or_default())).collect(),
+                )
+            }};
+        }
+        Ok(match et {
+            0 => Array::U8(self.take(n, what)?.to_vec()),
+            1 => Array::I8(self.take(n, what)?.iter().map(|b| *b as i8).collect()),
+            2 => fixed!(U16, u16),
+            3 => fixed!(I16, i16),
+            4 => fixed!(U32, u32),
+            5 => fixed!(I32, i32),
+            6 => fixed!(F32, f32),
+            7 => {
+                let at = self.at;
+                let bytes = self.take(n, what)?;
+                match bytes.iter().position(|b| *b > 1) {
+                    Some(i) => return Err(err(at + i, format!("{what}: bool byte is {}, not 0 or 1", bytes[i]))),
+                    None => Array::Bool(bytes.iter().map(|b| *b == 1).collect()),
+                }
+            }
+            8 => {
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(self.string(what)?);
+                }
+                Array::String(v)
+            }
+            9 => {
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(self.array(what, depth + 1)?);
+                }
+                Array::Array(v)
+            }
+            10 => fixed!(U64, u64),
+            11 => fixed!(I64, i64),
+            _ => fixed!(F64, f64),
+        })
+    }
+
     fn value(&mut self, ty: u32, what: &str, depth: usize) -> Result<Value> {
         Ok(match ty {
             0 => Value::U8(self.arr::<1>(what)?[0]),
@@ -87,26 +146,7 @@ impl<'a> Cursor<'a> {
                 }
             }
             8 => Value::String(self.string(what)?),
-            9 => {
-                if depth >= MAX_DEPTH {
-                    return Err(err(self.at, format!("{what}: arrays nested deeper than {MAX_DEPTH}")));
-                }
-                let et = self.u32(what)?;
-                let min = match et {
-                    0 | 1 | 7 => 1,
-                    2 | 3 => 2,
-                    4..=6 => 4,
-                    8 | 10..=12 => 8,
-                    9 => 12,
-                    t => return Err(err(self.at - 4, format!("{what}: unknown array element type {t}"))),
-                };
-                let n = self.count(&format!("{what}: array length"), min)?;
-                let mut v = Vec::with_capacity(n);
-                for _ in 0..n {
-                    v.push(self.value(et, what, depth + 1)?);
-                }
-                Value::Array(et, v)
-            }
+            9 => Value::Array(self.array(what, depth)?),
             10 => Value::U64(self.u64(what)?),
             11 => Value::I64(i64::from_le_bytes(self.arr(what)?)),
             12 => Value::F64(f64::from_le_bytes(self.arr(what)?)),
@@ -123,6 +163,15 @@ pub fn parse(file: &[u8]) -> Result<GgufHeader> {
         return Err(err(0, format!("magic is {magic:#010x}, not GGUF")));
     }
     let version = c.u32("version")?;
+    if (2..=3).contains(&version.swap_bytes()) {
+        return Err(err(
+            4,
+            format!(
+                "version field {version:#010x} is a byte-swapped {}: a big-endian GGUF; only little-endian files are supported",
+                version.swap_bytes()
+            ),
+        ));
+    }
     if !(2..=3).contains(&version) {
         return Err(err(4, format!("version {version} is not supported (2 and 3 are)")));
     }

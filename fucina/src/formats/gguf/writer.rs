@@ -1,7 +1,7 @@
 //! The GGUF writer: header, metadata and tensor infos in order, zero padding to the
 //! alignment, then each tensor's bytes at its offset (gaps zero-filled).
 
-use super::{GgufHeader, Value, MAGIC};
+use super::{Array, GgufHeader, Value, MAGIC};
 use crate::error::{FucinaError, Result};
 use std::borrow::Cow;
 use std::io::Write;
@@ -20,16 +20,35 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
         }
-        Value::Array(et, items) => {
-            out.extend_from_slice(&et.to_le_bytes());
-            out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for it in items {
-                put_value(out, it);
-            }
-        }
+        Value::Array(a) => put_array(out, a),
         Value::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
         Value::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
         Value::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+fn put_array(out: &mut Vec<u8>, a: &Array) {
+    out.extend_from_slice(&a.type_id().to_le_bytes());
+    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+    match a {
+        Array::U8(v) => out.extend_from_slice(v),
+        Array::I8(v) => out.extend(v.iter().map(|x| *x as u8)),
+        Array::Bool(v) => out.extend(v.iter().map(|x| *x as u8)),
+        Array::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Array::String(v) => {
+            for s in v {
+                out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                out.extend_from_slice(s);
+            }
+        }
+        Array::Array(v) => v.iter().for_each(|x| put_array(out, x)),
     }
 }
 
