@@ -79,20 +79,80 @@ pub fn parse_target(name: &str) -> Result<(Target, u32)> {
 }
 
 /// Whether tensor `ty`/`dims` is re-encoded: 2-D (or more) float or block-quantized weights
-/// whose rows are whole blocks of the target.
+/// whose rows are whole blocks of the target. Integer tensors (I8..I64) and F64 are data,
+/// not weights: they are copied.
 pub fn eligible(ty: GgmlType, dims: &[u64], target: GgmlType) -> bool {
-    !matches!(ty, GgmlType::Q8_K) && dims.len() >= 2 && dims[0].is_multiple_of(target.block_size() as u64)
+    is_weight_type(ty) && dims.len() >= 2 && dims[0].is_multiple_of(target.block_size() as u64)
+}
+
+fn is_weight_type(ty: GgmlType) -> bool {
+    !matches!(ty, GgmlType::Q8_K | GgmlType::I8 | GgmlType::I16 | GgmlType::I32 | GgmlType::I64 | GgmlType::F64)
+}
+
+/// The format a weight gets when its rows are not whole blocks of `target`, as
+/// llama-quantize chooses it: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0
+/// (llama.cpp takes IQ4_NL there, which fucina does not encode); F16 when the row does not
+/// hold whole 32-blocks either. `None`: the target needs no fallback (its blocks are 1 or 32
+/// wide, and a row that does not fit stays as it is, like llama.cpp's 1-D tensors).
+pub fn fallback(target: GgmlType, row: u64) -> Option<GgmlType> {
+    let alt = match target {
+        GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
+        GgmlType::Q4_K => GgmlType::Q5_0,
+        GgmlType::Q5_K => GgmlType::Q5_1,
+        GgmlType::Q6_K => GgmlType::Q8_0,
+        _ => return None,
+    };
+    Some(if row.is_multiple_of(alt.block_size() as u64) { alt } else { GgmlType::F16 })
+}
+
+/// What [`quantize_file`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuantizeReport {
+    /// Tensors re-encoded.
+    pub reencoded: usize,
+    /// Tensors copied as they were.
+    pub copied: usize,
+    /// Weights whose rows are not whole blocks of their target: name, the target, and the
+    /// format they got instead.
+    pub fallbacks: Vec<(String, GgmlType, GgmlType)>,
+}
+
+/// Whether `a` and `b` name the same file (same device and inode where the OS has them).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        ma.dev() == mb.dev() && ma.ino() == mb.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (ma, mb);
+        matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    }
 }
 
 /// Re-encodes `input` into `output`; `progress(done, total, name)` is called per tensor.
-/// Returns (tensors re-encoded, tensors copied).
+///
+/// The output is written to a temporary file beside it and renamed into place only when it
+/// is complete, so a failure leaves no partial file; an output that is the input (the same
+/// file by any path or link) is refused before anything is written, since the input is
+/// mapped while it is read.
 pub fn quantize_file(
     input: &Path,
     output: &Path,
     target: Target,
     file_type: u32,
     mut progress: impl FnMut(usize, usize, &str),
-) -> Result<(usize, usize)> {
+) -> Result<QuantizeReport> {
+    if same_file(input, output) {
+        return Err(FucinaError::InvalidArgument {
+            op: "quantize",
+            msg: format!("the output {} is the input file; write to another path", output.display()),
+        });
+    }
     let src = GgufFile::open(input)?;
     let mut header = src.header().clone();
     let total = header.tensors.len();
@@ -100,8 +160,15 @@ pub fn quantize_file(
         header.metadata.iter().find(|(k, _)| k.ends_with(".block_count")).and_then(|(_, v)| v.as_u64()).unwrap_or(0)
             as usize;
     let mut plan = Vec::with_capacity(total);
+    let mut report = QuantizeReport::default();
     for t in header.tensors.iter_mut() {
-        let to = target.format_for(&t.name, n_layer);
+        let mut to = target.format_for(&t.name, n_layer);
+        if is_weight_type(t.ty) && t.dims.len() >= 2 && !t.dims[0].is_multiple_of(to.block_size() as u64) {
+            if let Some(alt) = fallback(to, t.dims[0]) {
+                report.fallbacks.push((t.name.clone(), to, alt));
+                to = alt;
+            }
+        }
         let re = eligible(t.ty, &t.dims, to) && t.ty != to;
         plan.push((re, t.ty, to));
         if re {
@@ -113,26 +180,42 @@ pub fn quantize_file(
         None => header.metadata.push(("general.file_type".into(), Value::U32(file_type))),
     }
     assign_offsets(&mut header)?;
-    let io = |e: std::io::Error| FucinaError::Io { path: output.display().to_string(), msg: e.to_string() };
-    let mut w = std::io::BufWriter::new(std::fs::File::create(output).map_err(io)?);
-    let (mut re_n, mut copied) = (0, 0);
+    let tmp = temp_path(output);
+    let io = |p: &Path| {
+        let p = p.display().to_string();
+        move |e: std::io::Error| FucinaError::Io { path: p.clone(), msg: e.to_string() }
+    };
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
+    let mut w = std::io::BufWriter::new(file);
     let src_header = src.header();
-    write_gguf_to(&mut w, &header, |i| {
+    let written = write_gguf_to(&mut w, &header, |i| {
         let t = &src_header.tensors[i];
         progress(i, total, &t.name);
         let bytes = tensor_bytes(src.bytes(), src_header, t)?;
         if plan[i].0 {
-            re_n += 1;
+            report.reencoded += 1;
             let x = dequantize(plan[i].1, bytes, t.numel() as usize)?;
             Ok(Cow::Owned(quantize_rows(plan[i].2, &x, t.dims[0] as usize)?))
         } else {
-            copied += 1;
+            report.copied += 1;
             Ok(Cow::Borrowed(bytes))
         }
-    })?;
-    std::io::Write::flush(&mut w).map_err(io)?;
+    })
+    .and_then(|_| std::io::Write::flush(&mut w).map_err(io(&tmp)))
+    .and_then(|_| w.get_ref().sync_all().map_err(io(&tmp)))
+    .and_then(|_| std::fs::rename(&tmp, output).map_err(io(output)));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     progress(total, total, "");
-    Ok((re_n, copied))
+    Ok(report)
+}
+
+/// A temporary name beside `output` (same directory, so the rename stays on one file system).
+fn temp_path(output: &Path) -> std::path::PathBuf {
+    let name = output.file_name().map_or_else(|| "out.gguf".into(), |n| n.to_string_lossy().into_owned());
+    output.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }
 
 /// Encodes `x` as `ty`, rows of `row` values in parallel (the K-quant searches are slow).
@@ -154,7 +237,8 @@ mod tests {
         let out = std::env::temp_dir().join(format!("fucina-quantize-{}.gguf", std::process::id()));
         let (t, ft) = parse_target("q8_0").unwrap();
         let mut calls = 0;
-        let (re, copied) = quantize_file(&input, &out, t, ft, |_, _, _| calls += 1).unwrap();
+        let r = quantize_file(&input, &out, t, ft, |_, _, _| calls += 1).unwrap();
+        let (re, copied) = (r.reencoded, r.copied);
         let src = GgufFile::open(&input).unwrap();
         let dst = GgufFile::open(&out).unwrap();
         assert_eq!(re + copied, src.header().tensors.len());

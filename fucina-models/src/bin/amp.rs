@@ -25,8 +25,8 @@ struct Args {
     /// Run the default audio input through the model to the default output until Ctrl-C.
     #[arg(long, conflicts_with_all = ["input", "output"])]
     live: bool,
-    /// Samples per processing buffer (the real-time engine's block).
-    #[arg(long, default_value_t = 256)]
+    /// Samples per processing buffer (the real-time engine's block; 1..=65536).
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=65536), |v| v as usize))]
     buffer: usize,
     /// Gain in dB applied to the input before the model.
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]

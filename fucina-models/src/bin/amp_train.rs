@@ -83,7 +83,7 @@ fn run(a: &Args) -> std::result::Result<(), String> {
         _ => {
             let x = synthetic_guitar(48_000 * 40, a.seed);
             let y = synthetic_amp(&x, 4.0, 0.6);
-            let hx = synthetic_guitar(48_000 * 10, a.seed + 1000);
+            let hx = synthetic_guitar(48_000 * 10, a.seed.wrapping_add(1000));
             let hy = synthetic_amp(&hx, 4.0, 0.6);
             (x, y, Some((hx, hy)))
         }

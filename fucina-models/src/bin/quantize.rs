@@ -29,12 +29,16 @@ fn main() {
                 .progress_chars("=> "),
         );
         let t0 = std::time::Instant::now();
-        let (re, copied) = quantize_file(&a.input, &a.output, ty, ft, |done, total, name| {
+        let report = quantize_file(&a.input, &a.output, ty, ft, |done, total, name| {
             pb.set_length(total as u64);
             pb.set_position(done as u64);
             pb.set_message(name.to_string());
         })?;
         pb.finish_and_clear();
+        for (name, want, got) in &report.fallbacks {
+            eprintln!("{name}: rows are not whole {want:?} blocks; using {got:?} instead");
+        }
+        let (re, copied) = (report.reencoded, report.copied);
         let size = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);
         println!(
             "{} -> {}: {re} tensors re-encoded as {ty:?}, {copied} copied, {:.1} MiB, {:.1} s",

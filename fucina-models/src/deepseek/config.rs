@@ -1,6 +1,6 @@
 //! DeepSeek-V2/V3 hyper-parameters from llama.cpp's `deepseek2` GGUF metadata.
 
-use crate::llm::weights::ModelFile;
+use crate::llm::weights::{product, ModelFile};
 use fucina::prelude::*;
 
 /// How router logits become expert scores.
@@ -170,6 +170,7 @@ impl DeepSeekConfig {
             rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", 1e-6)?,
             context_length: f.opt_usize("context_length")?.unwrap_or(4096),
         };
+        f.check_layers(c.layers)?;
         c.validate()?;
         Ok(c)
     }
@@ -193,6 +194,20 @@ impl DeepSeekConfig {
         }
         if !self.qk_rope.is_multiple_of(2) {
             return bad(format!("rotary width {} is odd", self.qk_rope));
+        }
+        let qk = self.qk_nope.checked_add(self.qk_rope).unwrap_or(usize::MAX);
+        product("query width (heads x key length)", &[self.heads, qk])?;
+        product("value width (heads x value length)", &[self.heads, self.v_head])?;
+        product("key and value decompression", &[self.heads, self.kv_lora, qk.max(self.v_head)])?;
+        product("latent cache row", &[self.kv_lora.saturating_add(self.qk_rope), self.context_length])?;
+        product("embedding", &[self.vocab, self.hidden])?;
+        product("feed-forward", &[self.ffn, self.hidden])?;
+        if let Some(q) = self.q_lora {
+            product("query compression", &[q, self.hidden])?;
+        }
+        if let Some(m) = &self.moe {
+            product("experts", &[m.experts, m.expert_ffn, self.hidden])?;
+            product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
         }
         if let Some(m) = &self.moe {
             if m.used == 0 || m.used > m.experts || m.expert_ffn == 0 {

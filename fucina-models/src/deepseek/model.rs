@@ -179,7 +179,9 @@ impl DeepSeek {
                 let m =
                     c.moe.clone().ok_or_else(|| FucinaError::Format { format: "gguf", msg: "no experts".into() })?;
                 let bias = if f.has(&format!("blk.{l}.exp_probs_b.bias")) {
-                    Some(f.gguf.tensor_f32(&format!("blk.{l}.exp_probs_b.bias"))?.1)
+                    // One selection bias per expert: the shape is checked like every weight's.
+                    let b: Tensor<axes![expert]> = f.dense(&format!("blk.{l}.exp_probs_b.bias"), &[m.experts])?;
+                    Some(b.to_f32_vec())
                 } else {
                     None
                 };

@@ -30,13 +30,14 @@ pub struct LmArgs {
     /// Skip thinking (Qwen3: prefill an empty `<think></think>` block).
     #[arg(long)]
     pub no_think: bool,
-    /// The most tokens to generate per answer.
+    /// The most tokens to generate per answer (0: only read the prompt).
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default: all cores; at most 1024).
     #[arg(short, long)]
     pub threads: Option<usize>,
-    /// KV cache length in tokens (default: min(context length, 4096)).
+    /// KV cache length in tokens (default: min(context length, 4096); at most the model's
+    /// context length, and the cache must fit in the memory available).
     #[arg(long)]
     pub ctx: Option<usize>,
     /// Read the whole model into memory (huge pages where the kernel allows) instead of
@@ -68,12 +69,12 @@ pub struct LmArgs {
     /// Repetition penalty (1: off).
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
-    /// Tokens the repetition penalty looks back over.
+    /// Tokens the repetition penalty looks back over (at most 2^20).
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
-    /// RNG seed for sampling.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// RNG seed for sampling (default: a fresh random one each run).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 impl LmArgs {
@@ -86,7 +87,7 @@ impl LmArgs {
             min_p: self.min_p,
             repetition_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
-            seed: self.seed,
+            seed: self.seed.unwrap_or_else(super::sampling::random_seed),
         };
         p.validate().map_err(|msg| FucinaError::InvalidArgument { op: "sampling", msg })?;
         Ok(p)
@@ -141,6 +142,12 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         });
     }
     let capacity = args.ctx.unwrap_or(model.context_length().min(4096));
+    if capacity == 0 || capacity > model.context_length() {
+        return Err(FucinaError::InvalidArgument {
+            op: "--ctx",
+            msg: format!("{capacity} is outside 1..={} (the model's context length)", model.context_length()),
+        });
+    }
     let dtype = if args.kv_f16 { DType::F16 } else { DType::F32 };
     let mut cache = model.new_cache(capacity, dtype)?;
     let mut sampler = Sampler::new(args.sampling()?);

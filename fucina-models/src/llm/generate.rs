@@ -77,23 +77,40 @@ pub struct Utf8Stream {
 }
 
 impl Utf8Stream {
-    /// Adds bytes and returns the text that is now complete.
+    /// Adds bytes and returns the text that is now complete. An invalid byte becomes one
+    /// U+FFFD and decoding goes on right after it, so a valid character that follows (even
+    /// one still cut across tokens) is kept whole.
     pub fn push(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(_) => self.pending.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            // An invalid sequence (not just a cut one): replace it and move on.
-            Err(_) => {
-                let s = String::from_utf8_lossy(&self.pending).into_owned();
-                self.pending.clear();
-                return s;
+        let mut out = String::new();
+        let mut at = 0;
+        loop {
+            match std::str::from_utf8(&self.pending[at..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    at = self.pending.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = at + e.valid_up_to();
+                    // `valid_up_to` bytes from `at` were checked to be UTF-8.
+                    out.push_str(std::str::from_utf8(&self.pending[at..valid]).unwrap_or_default());
+                    match e.error_len() {
+                        // Cut at the end: keep the start of the character for the next push.
+                        None => {
+                            at = valid;
+                            break;
+                        }
+                        Some(bad) => {
+                            out.push('\u{fffd}');
+                            at = valid + bad;
+                        }
+                    }
+                }
             }
-        };
-        let rest = self.pending.split_off(valid);
-        let done = std::mem::replace(&mut self.pending, rest);
-        // `valid` bytes were checked to be UTF-8 above.
-        String::from_utf8(done).unwrap_or_default()
+        }
+        self.pending.drain(..at);
+        out
     }
 
     /// Whatever is left, lossily.
@@ -130,6 +147,9 @@ pub fn generate(
     let mut out = Vec::new();
     let mut text = Utf8Stream::default();
     let stop = loop {
+        if out.len() >= opts.max_tokens {
+            break StopReason::Length;
+        }
         if opts.stop_tokens.contains(&next) {
             break StopReason::EndToken;
         }
@@ -176,5 +196,12 @@ mod tests {
         assert_eq!(s.push(&[0xff, b'a']), "\u{fffd}a");
         assert_eq!(s.push(&e[..1]), "");
         assert_eq!(s.finish(), "\u{fffd}");
+        // An invalid byte, then a character cut across two tokens: the character survives.
+        assert_eq!(s.push(&[0xff, e[0]]), "\u{fffd}");
+        assert_eq!(s.push(&e[1..2]), "é");
+        // Two invalid bytes and a cut emoji in one push.
+        assert_eq!(s.push(&[0xc0, 0x80, b'x', e[2], e[3]]), "\u{fffd}\u{fffd}x");
+        assert_eq!(s.push(&e[4..]), "😀");
+        assert_eq!(s.finish(), "");
     }
 }

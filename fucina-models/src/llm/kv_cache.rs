@@ -3,7 +3,7 @@
 //! zero-copy views of the filled prefix.
 
 use fucina::prelude::*;
-use fucina::storage::{Buffer, Storage};
+use fucina::storage::{alloc, Buffer, Storage};
 use fucina::tensor::{Layout, RawTensor};
 use half::f16;
 use std::sync::Arc;
@@ -38,13 +38,20 @@ impl KvCache {
         capacity: usize,
         dtype: DType,
     ) -> Result<KvCache> {
+        // The whole cache is checked against the memory the machine has before any of it is
+        // taken, so `--ctx 100000000` is an error that says what it needs, not an abort.
+        let elem = dtype.size_in_bytes();
+        let per_layer = heads.checked_mul(capacity).and_then(|x| x.checked_mul(key_dim.checked_add(value_dim)?));
+        let total = per_layer.and_then(|x| x.checked_mul(layers)).and_then(|x| x.checked_mul(elem));
+        let what = format!("a KV cache of {capacity} positions ({layers} layers, {heads} heads)");
+        let total =
+            total.ok_or_else(|| FucinaError::OutOfMemory { what: what.clone(), bytes: usize::MAX, available: 0 })?;
+        alloc::check_available(&what, total)?;
         let slab = |dim: usize| -> Result<Slab> {
-            let n = heads.checked_mul(capacity).and_then(|x| x.checked_mul(dim)).ok_or_else(|| {
-                FucinaError::InvalidArgument { op: "KvCache", msg: format!("{heads}x{capacity}x{dim} overflows") }
-            })?;
+            let n = heads * capacity * dim; // bounded by `total` above
             let buf = match dtype {
-                DType::F32 => Buffer::F32(vec![0.0; n]),
-                DType::F16 => Buffer::F16(vec![f16::ZERO; n]),
+                DType::F32 => Buffer::F32(alloc::try_vec(&what, n, 0.0)?),
+                DType::F16 => Buffer::F16(alloc::try_vec(&what, n, f16::ZERO)?),
                 other => return Err(FucinaError::UnsupportedDType { op: "KvCache", dtype: other }),
             };
             Ok(Slab { storage: Arc::new(Storage::new(buf)) })

@@ -3,6 +3,9 @@
 
 use fucina::rng::{u32_to_open01, Philox};
 
+/// The longest look-back of the repetition penalty.
+pub const MAX_REPEAT_LAST_N: usize = 1 << 20;
+
 /// Sampling settings; `temperature == 0` is greedy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
@@ -42,6 +45,9 @@ impl SamplingParams {
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
             return Err(format!("temperature must be >= 0, got {}", self.temperature));
         }
+        if self.repeat_last_n > MAX_REPEAT_LAST_N {
+            return Err(format!("repeat_last_n must be at most {MAX_REPEAT_LAST_N}, got {}", self.repeat_last_n));
+        }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
         }
@@ -53,6 +59,18 @@ impl SamplingParams {
         }
         Ok(())
     }
+}
+
+/// A fresh seed for a run that did not ask for one: the process's randomly keyed hasher
+/// over the clock and a counter, so two requests without a `seed` sample differently
+/// (as llama.cpp's default seed does), while an explicit seed still fixes the run.
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }
 
 /// A sampler: the settings plus the RNG position (one Philox block per draw).

@@ -6,6 +6,18 @@ use fucina::prelude::*;
 use fucina::quant::QWeight;
 use fucina::tensor::axes::{Axes, Axis};
 
+/// The largest integer a size in model metadata may hold (2^32): larger is an error.
+pub const MAX_META_SIZE: usize = 1 << 32;
+
+/// The product of the sizes in `parts`, or an error naming `what` when it overflows or
+/// exceeds 2^48 elements (no tensor of a real model comes near; a hostile file's head
+/// count times head width must not wrap around and pass the shape checks).
+pub fn product(what: &str, parts: &[usize]) -> Result<usize> {
+    parts.iter().try_fold(1usize, |a, p| a.checked_mul(*p)).filter(|n| *n <= 1 << 48).ok_or_else(|| {
+        FucinaError::Format { format: "gguf", msg: format!("{what}: {parts:?} multiply past any model's size") }
+    })
+}
+
 /// A GGUF file opened for one architecture (`general.architecture`), whose metadata keys
 /// are read under that prefix.
 pub struct ModelFile {
@@ -50,16 +62,35 @@ impl ModelFile {
         self.opt_usize(key)?.ok_or_else(|| self.missing(key))
     }
 
-    /// Integer metadata `<arch>.<key>`, if present.
+    /// Integer metadata `<arch>.<key>`, if present. Values above [`MAX_META_SIZE`] are
+    /// errors: no real model has a size that large, and a hostile one must not reach the
+    /// arithmetic and allocations that sizes feed.
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         let full = format!("{}.{key}", self.arch);
         match self.gguf.header().get(&full) {
             None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(|x| Some(x as usize))
-                .ok_or_else(|| FucinaError::Format { format: "gguf", msg: format!("`{full}` is not an integer") }),
+            Some(v) => match v.as_u64() {
+                Some(x) if x <= MAX_META_SIZE as u64 => Ok(Some(x as usize)),
+                Some(x) => Err(FucinaError::Format {
+                    format: "gguf",
+                    msg: format!("`{full}` = {x} is beyond any model (the limit is {MAX_META_SIZE})"),
+                }),
+                None => Err(FucinaError::Format { format: "gguf", msg: format!("`{full}` is not an integer") }),
+            },
         }
+    }
+
+    /// Checks that a file claiming `layers` blocks can hold them (every block has at least
+    /// one tensor), before anything is sized by the count.
+    pub fn check_layers(&self, layers: usize) -> Result<()> {
+        let tensors = self.gguf.header().tensors.len();
+        if layers > tensors {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("`{}.block_count` = {layers}, but the file has only {tensors} tensors", self.arch),
+            });
+        }
+        Ok(())
     }
 
     /// Float metadata `<arch>.<key>`, or `default` when absent.

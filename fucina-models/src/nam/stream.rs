@@ -112,11 +112,16 @@ fn to_vec(t: &fucina::prelude::Tensor<impl fucina::tensor::axes::Axes>) -> Vec<f
     t.to_f32_vec()
 }
 
+/// The largest block the streaming engine sizes its buffers for (65,536 samples, 1.4 s at
+/// 48 kHz); a longer buffer is processed in blocks of this size.
+pub const MAX_BLOCK: usize = 1 << 16;
+
 impl WaveNetStream {
     /// The streaming form of `net`, taking buffers of up to `max_block` samples at a time
-    /// (longer buffers are processed in pieces), started from silence.
+    /// (longer buffers are processed in pieces), started from silence. `max_block` is
+    /// clamped to `1..=`[`MAX_BLOCK`]; larger buffers are still accepted, in pieces.
     pub fn new(net: &WaveNet, max_block: usize) -> WaveNetStream {
-        let max_block = max_block.max(1);
+        let max_block = max_block.clamp(1, MAX_BLOCK);
         let mut widest = 1;
         let arrays: Vec<ArrayState> = net
             .arrays

@@ -1,6 +1,6 @@
 //! Qwen3 hyper-parameters, read from GGUF metadata.
 
-use crate::llm::weights::ModelFile;
+use crate::llm::weights::{product, ModelFile};
 use fucina::prelude::*;
 
 /// The mixture-of-experts part of a Qwen3-MoE config.
@@ -77,6 +77,7 @@ impl Qwen3Config {
                 None
             },
         };
+        f.check_layers(c.layers)?;
         c.validate()?;
         Ok(c)
     }
@@ -108,6 +109,13 @@ impl Qwen3Config {
         }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!("{} query heads do not split into {} kv groups", self.heads, self.kv_heads));
+        }
+        product("query width (heads x key_length)", &[self.heads, self.head_dim])?;
+        product("key/value cache row", &[self.kv_heads, self.head_dim, self.context_length])?;
+        product("embedding", &[self.vocab, self.hidden])?;
+        product("feed-forward", &[self.ffn, self.hidden])?;
+        if let Some(m) = &self.moe {
+            product("experts", &[m.experts, m.expert_ffn, self.hidden])?;
         }
         if !self.head_dim.is_multiple_of(2) {
             return bad(format!("head width {} is odd, RoPE needs pairs", self.head_dim));

@@ -120,6 +120,11 @@ impl LayerArray {
     }
 }
 
+/// The longest receptive field a `.nam` WaveNet may have, in samples (2^20: about 22 s at
+/// 48 kHz; real captures use a few thousand). The streaming engine keeps and warms up that
+/// much history, so a file must not be able to ask for millions.
+pub const MAX_RECEPTIVE_FIELD: usize = 1 << 20;
+
 /// A WaveNet model's shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaveNetConfig {
@@ -138,6 +143,17 @@ impl WaveNetConfig {
     /// The receptive field in samples.
     pub fn receptive_field(&self) -> usize {
         1 + self.layers.iter().map(LayerArray::lookback).sum::<usize>()
+    }
+
+    /// The receptive field, or `None` if computing it overflows.
+    pub fn checked_receptive_field(&self) -> Option<usize> {
+        self.layers.iter().try_fold(1usize, |acc, la| {
+            let lb =
+                la.kernel_sizes.iter().zip(&la.dilations).try_fold(la.head_kernel.checked_sub(1)?, |a, (k, d)| {
+                    a.checked_add(k.checked_sub(1)?.checked_mul(*d)?)
+                })?;
+            acc.checked_add(lb)
+        })
     }
 }
 
@@ -485,7 +501,19 @@ impl NamFile {
             obj.get("architecture").and_then(Value::as_str).ok_or_else(|| bad("missing `architecture` string"))?;
         let config = obj.get("config").filter(|c| c.is_object()).ok_or_else(|| bad("missing `config` object"))?;
         let architecture = match arch {
-            "WaveNet" => Architecture::WaveNet(wavenet(config)?),
+            "WaveNet" => {
+                let c = wavenet(config)?;
+                match c.checked_receptive_field() {
+                    Some(r) if r <= MAX_RECEPTIVE_FIELD => {}
+                    r => {
+                        return Err(bad(format!(
+                            "the receptive field is {} samples; the limit is {MAX_RECEPTIVE_FIELD} (~22 s at 48 kHz)",
+                            r.map_or_else(|| "more than 2^64".to_string(), |r| r.to_string())
+                        )))
+                    }
+                }
+                Architecture::WaveNet(c)
+            }
             "LSTM" => Architecture::Lstm(lstm(config)?),
             other => return Err(bad(format!("architecture `{other}` is not supported (WaveNet and LSTM are)"))),
         };
@@ -493,9 +521,10 @@ impl NamFile {
         let weights = raw
             .iter()
             .enumerate()
-            .map(|(i, w)| match w.as_f64() {
-                Some(x) if x.is_finite() => Ok(x as f32),
-                _ => Err(bad(format!("weight {i} is not a finite number: {w}"))),
+            .map(|(i, w)| match w.as_f64().map(|x| x as f32) {
+                // Checked after the conversion: 1e300 is a finite f64 but an infinite f32.
+                Some(x) if x.is_finite() => Ok(x),
+                _ => Err(bad(format!("weight {i} is not a finite 32-bit number: {w}"))),
             })
             .collect::<Result<Vec<f32>>>()?;
         let need = match &architecture {
