@@ -4,13 +4,16 @@ use clap::Parser;
 use fucina::prelude::*;
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::Tokenizer;
-use fucina_models::serve::{serve, worker::Worker, AppState};
+use fucina_models::serve::{http::HttpOptions, serve, worker::Worker, AppState};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Serve a GGUF language model over HTTP with the OpenAI API: POST /v1/chat/completions and
 /// /v1/completions (with `stream: true` for server-sent events), GET /v1/models and /health.
-/// Requests queue for one model thread. Without a model path it serves the tiny random Qwen3
+/// Requests queue for one model thread. Connections are limited and timed (headers, body,
+/// blocked writes, idle keep-alive); Ctrl-C or SIGTERM stops accepting, lets requests in
+/// flight finish within --shutdown-grace seconds, and exits. Without a model path it serves the tiny random Qwen3
 /// shipped with the crate.
 #[derive(Parser, Debug)]
 #[command(version)]
@@ -23,10 +26,10 @@ struct Args {
     /// Port (0 picks a free one; the address is printed).
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Worker threads of the model.
+    /// Worker threads of the model (default: all cores; at most 1024).
     #[arg(short, long)]
     threads: Option<usize>,
-    /// KV cache length in tokens (default: min(context length, 4096)).
+    /// KV cache length in tokens (default: min(context length, 4096); at most the model's).
     #[arg(long)]
     ctx: Option<usize>,
     /// Keep the KV cache in f16.
@@ -38,8 +41,8 @@ struct Args {
     /// Answer without Qwen3's thinking block unless a request asks for it.
     #[arg(long)]
     no_think: bool,
-    /// Default and ceiling of a request's max_tokens.
-    #[arg(long, default_value_t = 512)]
+    /// Default and ceiling of a request's max_tokens (1..=1048576).
+    #[arg(long, default_value_t = 512, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1 << 20), |v| v as usize))]
     max_tokens: usize,
     /// MoE models: the most MiB of routed experts kept resident (default: no limit).
     #[arg(long)]
@@ -47,6 +50,22 @@ struct Args {
     /// Name of the model in responses (default: the file name).
     #[arg(long)]
     model_id: Option<String>,
+    /// Connections served at once (1..=65536); more are answered 503 and closed.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_connections: u32,
+    /// Seconds a client has to send a request's headers; also how long an idle keep-alive
+    /// connection is kept (1..=3600).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Seconds a client has to send a request's body (1..=3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_timeout: u64,
+    /// Seconds a write to a client may stay blocked before the connection is dropped (1..=3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    write_timeout: u64,
+    /// Seconds requests in flight get to finish after Ctrl-C or SIGTERM (0..=600).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    shutdown_grace: u64,
 }
 
 fn main() {
@@ -61,8 +80,15 @@ fn main() {
                 .map_err(|e| e.to_string())?
         };
         let tokenizer = Arc::new(Tokenizer::from_gguf(&lm.header).map_err(|e| e.to_string())?);
+        if tokenizer.vocab_size() != lm.model.vocab_size() {
+            return Err(format!(
+                "the tokenizer has {} tokens, the model {}: the file is inconsistent",
+                tokenizer.vocab_size(),
+                lm.model.vocab_size()
+            ));
+        }
         let context = a.ctx.unwrap_or(lm.model.context_length().min(4096));
-        if context > lm.model.context_length() {
+        if context == 0 || context > lm.model.context_length() {
             return Err(format!("--ctx {context} exceeds the model's context length of {}", lm.model.context_length()));
         }
         let kv = if a.kv_f16 { DType::F16 } else { DType::F32 };
@@ -82,21 +108,32 @@ fn main() {
             format,
             max_tokens: a.max_tokens.max(1),
             counter: Default::default(),
+            body_timeout: Duration::from_secs(a.body_timeout),
         });
+        let http = HttpOptions {
+            max_connections: a.max_connections as usize,
+            header_timeout: Duration::from_secs(a.header_timeout),
+            write_timeout: Duration::from_secs(a.write_timeout),
+            shutdown_grace: Duration::from_secs(a.shutdown_grace),
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
-        rt.block_on(async {
+        let served = rt.block_on(async {
             let listener = tokio::net::TcpListener::bind((a.host.as_str(), a.port))
                 .await
                 .map_err(|e| format!("cannot listen on {}:{}: {e}", a.host, a.port))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
             eprintln!("{}: {}, {threads} threads, context {context}", path.display(), lm.summary);
             eprintln!("listening on http://{addr}");
-            serve(listener, state).await.map_err(|e| e.to_string())
-        })
+            serve(listener, state, http).await.map_err(|e| e.to_string())
+        });
+        // Tokenizer tasks still running on the blocking pool are not waited for.
+        rt.shutdown_timeout(Duration::from_millis(200));
+        eprintln!("shut down");
+        served
     };
     if let Err(e) = go() {
         eprintln!("error: {e}");

@@ -1,10 +1,12 @@
 //! An OpenAI-compatible HTTP server for the language models: `/v1/chat/completions` and
 //! `/v1/completions` (plain JSON, or server-sent events with `stream: true`), `/v1/models`
-//! and `/health`. Requests are validated and tokenized on the server's threads, then queued
-//! for the single model thread ([`worker`]). Every error is a JSON body in OpenAI's shape
-//! with a 4xx/5xx status.
+//! and `/health`. Requests are validated on the server's threads and tokenized on its
+//! blocking pool (a long prompt never stalls `/health`), then queued for the single model
+//! thread ([`worker`]). Every error is a JSON body in OpenAI's shape with a 4xx/5xx status.
+//! Connections, timeouts and shutdown are [`http`]'s.
 
 pub mod api;
+pub mod http;
 pub mod worker;
 
 use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
@@ -44,6 +46,8 @@ pub struct AppState {
     pub max_tokens: usize,
     /// Response ids.
     pub counter: AtomicU64,
+    /// Time a client has to send the request body.
+    pub body_timeout: std::time::Duration,
 }
 
 /// The routes.
@@ -76,8 +80,18 @@ async fn method_not_allowed(req: Request) -> Response {
     )
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// `ok` while the model thread runs; `503` once it has stopped (requests would only queue).
+async fn health(State(st): State<Arc<AppState>>) -> Response {
+    let restarts = st.worker.recovered_panics();
+    if st.worker.is_alive() {
+        Json(json!({ "status": "ok", "model_panics_recovered": restarts })).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "error", "message": "the model thread has stopped", "model_panics_recovered": restarts })),
+        )
+            .into_response()
+    }
 }
 
 async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
@@ -91,16 +105,27 @@ fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// Reads a JSON body of at most [`MAX_BODY`] bytes into `T`, or the 4xx response.
+/// Reads a JSON body of at most [`MAX_BODY`] bytes, sent within the body timeout, into
+/// `T`, or the 4xx response.
 #[allow(clippy::result_large_err)]
-async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
-    let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| {
-        fail(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {MAX_BODY} bytes"),
-            Some("request_too_large"),
-        )
-    })?;
+async fn read_json<T: serde::de::DeserializeOwned>(st: &AppState, req: Request) -> Result<T, Response> {
+    let read = axum::body::to_bytes(req.into_body(), MAX_BODY);
+    let bytes: Bytes = match tokio::time::timeout(st.body_timeout, read).await {
+        Err(_) => {
+            return Err(fail(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within {} s", st.body_timeout.as_secs_f64()),
+                Some("request_timeout"),
+            ))
+        }
+        Ok(r) => r.map_err(|_| {
+            fail(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is larger than {MAX_BODY} bytes (or was cut off)"),
+                Some("request_too_large"),
+            )
+        })?,
+    };
     serde_json::from_slice(&bytes)
         .map_err(|e| fail(StatusCode::BAD_REQUEST, format!("invalid request body: {e}"), Some("invalid_json")))
 }
@@ -127,7 +152,7 @@ struct Prepared {
 // A Response is large, and returning it by value on the (rare) error path costs nothing
 // that matters next to tokenizing the prompt.
 #[allow(clippy::result_large_err)]
-fn prepare(st: &AppState, input: &Input, c: &Common) -> Result<Prepared, Response> {
+async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepared, Response> {
     let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
     if c.n.is_some_and(|n| n != 1) {
         return Err(bad("only n = 1 is supported".into()));
@@ -139,13 +164,18 @@ fn prepare(st: &AppState, input: &Input, c: &Common) -> Result<Prepared, Respons
         min_p: c.min_p.unwrap_or(0.0),
         repetition_penalty: c.repetition_penalty.unwrap_or(1.0),
         repeat_last_n: 64,
-        seed: c.seed.unwrap_or(0),
+        // Without a seed every request samples differently, as OpenAI's API does.
+        seed: c.seed.unwrap_or_else(crate::llm::sampling::random_seed),
     };
     params.validate().map_err(bad)?;
-    let prompt = match input {
-        Input::Raw(text) => st.tokenizer.encode(text),
-        Input::Chat(p) => st.tokenizer.encode_prompt(p),
-    }
+    // Tokenizing is CPU work (milliseconds to seconds for a long prompt): off the async threads.
+    let tok = st.tokenizer.clone();
+    let prompt = tokio::task::spawn_blocking(move || match input {
+        Input::Raw(text) => tok.encode(&text),
+        Input::Chat(p) => tok.encode_prompt(&p),
+    })
+    .await
+    .map_err(|e| fail(StatusCode::INTERNAL_SERVER_ERROR, format!("tokenizer task failed: {e}"), None))?
     .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
@@ -178,7 +208,7 @@ fn prepare(st: &AppState, input: &Input, c: &Common) -> Result<Prepared, Respons
 }
 
 async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    let body: ChatRequest = match read_json(req).await {
+    let body: ChatRequest = match read_json(&st, req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -200,7 +230,7 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         .enable_thinking
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
         .unwrap_or(st.think);
-    let p = match prepare(&st, &Input::Chat(st.format.prompt(&messages, think)), &body.common) {
+    let p = match prepare(&st, Input::Chat(st.format.prompt(&messages, think)), &body.common).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -208,7 +238,7 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
 }
 
 async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response {
-    let body: CompletionRequest = match read_json(req).await {
+    let body: CompletionRequest = match read_json(&st, req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -217,7 +247,7 @@ async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response 
         Value::Array(a) if a.len() == 1 && a[0].is_string() => a[0].as_str().unwrap_or_default().to_string(),
         _ => return fail(StatusCode::BAD_REQUEST, "prompt must be a string (or an array of one string)", None),
     };
-    let p = match prepare(&st, &Input::Raw(text), &body.common) {
+    let p = match prepare(&st, Input::Raw(text), &body.common).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -315,11 +345,36 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     Sse::new(stream).into_response()
 }
 
-/// Serves `router` on `addr` until Ctrl-C.
-pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+/// Serves the API on `listener` until Ctrl-C or SIGTERM, with the limits of `opts`
+/// (connections, header/write timeouts, a bounded graceful shutdown).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    opts: http::HttpOptions,
+) -> std::io::Result<()> {
+    http::serve_http(listener, router(state), opts, shutdown_signal()).await
+}
+
+/// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
 }

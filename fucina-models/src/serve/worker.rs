@@ -8,6 +8,8 @@ use crate::llm::sampling::{Sampler, SamplingParams};
 use crate::llm::tokenizer::Tokenizer;
 use crate::llm::KvCache;
 use fucina::prelude::*;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -44,10 +46,23 @@ pub enum Event {
     Error(String),
 }
 
-/// The model thread's handle: send jobs, they run one at a time.
+/// The model thread's handle: send jobs, they run one at a time. A job that panics is
+/// answered with an error, the cache is reset and the thread goes on with the next job;
+/// if the thread ever stops, [`Worker::is_alive`] says so (and `/health` with it).
 #[derive(Clone)]
 pub struct Worker {
     jobs: mpsc::Sender<Job>,
+    alive: Arc<AtomicBool>,
+    panics: Arc<AtomicU64>,
+}
+
+/// Clears the liveness flag when the model thread ends, however it ends.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Worker {
@@ -62,22 +77,56 @@ impl Worker {
     ) -> Result<Worker> {
         let cache = model.new_cache(capacity, kv)?;
         let (tx, rx) = mpsc::channel::<Job>();
+        let alive = Arc::new(AtomicBool::new(true));
+        let panics = Arc::new(AtomicU64::new(0));
+        let (guard, counter) = (AliveGuard(alive.clone()), panics.clone());
         std::thread::Builder::new()
             .name("fucina-model".into())
             .spawn(move || {
+                let _alive = guard;
                 let _g = ctx.enter();
                 let mut state = State { cache, fed: Vec::new() };
                 for job in rx {
-                    state.run(&*model, &tokenizer, &stop_tokens, job);
+                    let events = job.events.clone();
+                    let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        state.run(&*model, &tokenizer, &stop_tokens, job);
+                    }));
+                    if let Err(p) = run {
+                        // The cache may be half written: forget it and go on.
+                        state.cache.clear();
+                        state.fed.clear();
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        let what = p
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown cause".into());
+                        let _ = events.send(Event::Error(format!(
+                            "internal error in the model thread ({what}); its state was reset"
+                        )));
+                    }
                 }
             })
             .map_err(|e| FucinaError::ThreadPool(e.to_string()))?;
-        Ok(Worker { jobs: tx })
+        Ok(Worker { jobs: tx, alive, panics })
     }
 
     /// Queues a job; fails only if the model thread is gone.
     pub fn submit(&self, job: Job) -> std::result::Result<(), String> {
+        if !self.is_alive() {
+            return Err("the model thread has stopped".to_string());
+        }
         self.jobs.send(job).map_err(|_| "the model thread has stopped".to_string())
+    }
+
+    /// Whether the model thread is running.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Jobs that panicked and were recovered from so far.
+    pub fn recovered_panics(&self) -> u64 {
+        self.panics.load(Ordering::SeqCst)
     }
 }
 
@@ -151,5 +200,69 @@ impl State {
                 let _ = job.events.send(Event::Error(e.to_string()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::cli::default_model;
+
+    /// A model that panics on a prompt starting with token 0, and otherwise defers to the
+    /// tiny Qwen3.
+    struct Flaky(Arc<dyn CausalLm + Send>);
+
+    impl CausalLm for Flaky {
+        fn vocab_size(&self) -> usize {
+            self.0.vocab_size()
+        }
+        fn context_length(&self) -> usize {
+            self.0.context_length()
+        }
+        fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+            self.0.new_cache(capacity, dtype)
+        }
+        fn forward(&self, tokens: &[u32], cache: &mut KvCache, all: bool) -> Result<Tensor<axes![seq, vocab]>> {
+            assert!(tokens.first() != Some(&0), "injected fault");
+            self.0.forward(tokens, cache, all)
+        }
+    }
+
+    fn run(w: &Worker, prompt: Vec<u32>) -> Vec<Event> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let job = Job { prompt, params: SamplingParams::default(), max_tokens: 3, stop: vec![], events: tx };
+        w.submit(job).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = rx.blocking_recv() {
+            let end = !matches!(e, Event::Text(_));
+            out.push(e);
+            if end {
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_panicking_job_is_answered_and_the_thread_goes_on() {
+        let ctx = ExecContext::with_backend(BackendKind::Native, 1).unwrap();
+        let lm = {
+            let _g = ctx.enter();
+            crate::lm::open(&default_model(), false).unwrap()
+        };
+        let tok = Arc::new(Tokenizer::from_gguf(&lm.header).unwrap());
+        let model: Arc<dyn CausalLm + Send> = Arc::new(Flaky(lm.model.clone()));
+        let w = Worker::spawn(model, tok, ctx, 64, DType::F32, vec![]).unwrap();
+        let before = run(&w, vec![5, 6, 7]);
+        assert!(matches!(before.last(), Some(Event::Done { .. })), "{before:?}");
+        let failed = run(&w, vec![0, 1, 2]);
+        match failed.last() {
+            Some(Event::Error(e)) => assert!(e.contains("injected fault") && e.contains("reset"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(w.is_alive());
+        assert_eq!(w.recovered_panics(), 1);
+        // The next request is served, with the same answer as before the fault.
+        assert_eq!(run(&w, vec![5, 6, 7]), before);
     }
 }
