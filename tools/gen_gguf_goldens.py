@@ -65,6 +65,18 @@ for name, qt in [("Q2_K", T.Q2_K), ("Q3_K", T.Q3_K), ("Q4_K", T.Q4_K), ("Q5_K", 
     b = kquant_blocks(qt, 3).reshape(-1)
     d = quants.dequantize(b.reshape(1, -1), qt).reshape(-1)
     cases.append({"type": name, "input": None, "encoded": b.tobytes().hex(), "decoded": d.astype(np.float32).view(np.uint32).tolist()})
+# Blocks of denormals (and of tiny normals next to them): 1/d overflows to inf, so x * id is
+# +-inf or NaN and the encoders' float -> integer casts decide the bytes.
+den = np.zeros(5 * 32, dtype=np.float32)
+den[0:32] = np.arange(-16, 16, dtype=np.float32) * np.float32(1e-41)
+den[40] = np.float32(1e-44)  # one denormal among zeros
+den[64:96] = np.where(np.arange(32) % 3 == 0, np.float32(1.2e-38), np.float32(-3e-39))
+den[96] = np.float32(1.4e-45)  # the smallest denormal, alone
+den[128:160] = np.linspace(-1e-37, 1e-37, 32, dtype=np.float32)  # tiny normals: 1/d finite but huge
+for name, qt in [("Q4_0", T.Q4_0), ("Q4_1", T.Q4_1), ("Q5_0", T.Q5_0), ("Q5_1", T.Q5_1), ("Q8_0", T.Q8_0)]:
+    q = quants.quantize(den.reshape(1, -1), qt).reshape(-1)
+    d = quants.dequantize(q.reshape(1, -1), qt).reshape(-1)
+    cases.append({"type": name, "what": "denormals", "input": den.view(np.uint32).tolist(), "encoded": q.tobytes().hex(), "decoded": d.astype(np.float32).view(np.uint32).tolist()})
 with open(os.path.join(gold, "quant.json"), "w") as f:
     json.dump({"generator": "tools/gen_gguf_goldens.py", "gguf": gguf.__version__ if hasattr(gguf, "__version__") else "0.19.0", "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

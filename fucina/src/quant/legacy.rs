@@ -38,9 +38,22 @@ fn min_max(x: &[f32]) -> (f32, f32) {
     x.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)))
 }
 
-/// numpy's `trunc(v).astype(uint8).clip(0, hi)` for the in-range values these encoders produce.
+/// The low byte of numpy's (and C's, on x86-64) float -> integer cast: truncation to a
+/// 32-bit integer, where NaN, infinities and values outside the i32 range become
+/// `i32::MIN` (whose low byte is 0). Blocks of denormals reach this with `1/d` infinite,
+/// so `x * id` is ±inf (or NaN for zeros); the reference encoders then store 0.
+fn cast_low_byte(v: f32) -> u8 {
+    const LIMIT: f32 = 2_147_483_648.0; // 2^31
+    if v.is_nan() || v >= LIMIT || v < -LIMIT {
+        0
+    } else {
+        (v.trunc() as i32) as u8
+    }
+}
+
+/// numpy's `trunc(v).astype(uint8).clip(0, hi)`.
 fn q_u8(v: f32, hi: u8) -> u8 {
-    (v.trunc().max(0.0) as u8).min(hi)
+    cast_low_byte(v).min(hi)
 }
 
 /// Q4_0: `d = max / -8`, `q = trunc(x/d + 8.5)` in 0..=15.
@@ -177,7 +190,9 @@ pub fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
         let d = amax / 127.0;
         let id = inv(d);
         out.extend_from_slice(&h(d));
-        out.extend(b.iter().map(|v| (v * id).round() as i8 as u8));
+        // `round` is gguf-py's np_roundf (half away from zero) on finite values; non-finite
+        // products (denormal blocks) cast to 0 as numpy's `astype(int8)` does.
+        out.extend(b.iter().map(|v| cast_low_byte((v * id).round())));
     }
     out
 }
