@@ -8,7 +8,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok((start, tensors, _meta)) = parse_header(data) {
         for t in tensors.values() {
             let bytes = &data[start + t.start..start + t.end];
-            let _ = fucina::storage::Buffer::from_le_bytes(t.dtype, bytes);
+            if let Some(d) = t.dtype.to_dtype() {
+                let _ = fucina::storage::Buffer::from_le_bytes(d, bytes);
+            }
         }
     }
 });

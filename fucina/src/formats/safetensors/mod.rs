@@ -27,11 +27,88 @@ fn io_err(path: &Path, e: std::io::Error) -> FucinaError {
     FucinaError::Io { path: path.display().to_string(), msg: e.to_string() }
 }
 
+/// A safetensors element type: every one the format defines, so a checkpoint that also
+/// holds integer or boolean tensors (position ids, masks, step counters) opens; the float
+/// ones fucina computes in load as tensors, the others are there as bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StDtype {
+    /// `BOOL` (one byte)
+    Bool,
+    /// `U8`
+    U8,
+    /// `I8`
+    I8,
+    /// `F8_E4M3`
+    F8E4M3,
+    /// `F8_E5M2`
+    F8E5M2,
+    /// `I16`
+    I16,
+    /// `U16`
+    U16,
+    /// `F16`
+    F16,
+    /// `BF16`
+    BF16,
+    /// `I32`
+    I32,
+    /// `U32`
+    U32,
+    /// `F32`
+    F32,
+    /// `I64`
+    I64,
+    /// `U64`
+    U64,
+    /// `F64`
+    F64,
+}
+
+const ST_DTYPES: [(StDtype, &str, usize); 15] = [
+    (StDtype::Bool, "BOOL", 1),
+    (StDtype::U8, "U8", 1),
+    (StDtype::I8, "I8", 1),
+    (StDtype::F8E4M3, "F8_E4M3", 1),
+    (StDtype::F8E5M2, "F8_E5M2", 1),
+    (StDtype::I16, "I16", 2),
+    (StDtype::U16, "U16", 2),
+    (StDtype::F16, "F16", 2),
+    (StDtype::BF16, "BF16", 2),
+    (StDtype::I32, "I32", 4),
+    (StDtype::U32, "U32", 4),
+    (StDtype::F32, "F32", 4),
+    (StDtype::I64, "I64", 8),
+    (StDtype::U64, "U64", 8),
+    (StDtype::F64, "F64", 8),
+];
+
+impl StDtype {
+    /// Parses a header's dtype string.
+    pub fn parse(s: &str) -> Option<StDtype> {
+        ST_DTYPES.iter().find(|d| d.1 == s).map(|d| d.0)
+    }
+
+    /// The header's name of the type.
+    pub fn name(self) -> &'static str {
+        ST_DTYPES.iter().find(|d| d.0 == self).map_or("?", |d| d.1)
+    }
+
+    /// Bytes per element.
+    pub fn size_in_bytes(self) -> usize {
+        ST_DTYPES.iter().find(|d| d.0 == self).map_or(1, |d| d.2)
+    }
+
+    /// The fucina dtype a tensor of this type loads as, if there is one.
+    pub fn to_dtype(self) -> Option<DType> {
+        DType::from_safetensors_name(self.name())
+    }
+}
+
 /// One tensor entry of a header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
     /// Element type.
-    pub dtype: DType,
+    pub dtype: StDtype,
     /// Sizes.
     pub shape: Vec<usize>,
     /// Byte range within the data section.
@@ -76,12 +153,18 @@ impl SafeTensors {
         Ok(&self.map[self.data_start + info.start..self.data_start + info.end])
     }
 
-    /// A tensor copied out of the map.
+    /// A tensor copied out of the map (F32, F16, BF16 and U32 tensors; the others are an
+    /// error naming their type, and [`SafeTensors::bytes`] gives their data).
     pub fn load(&self, name: &str) -> Result<RawTensor> {
         let info = self.tensors.get(name).ok_or_else(|| FucinaError::MissingTensor(name.to_string()))?;
+        let dtype = info.dtype.to_dtype().ok_or_else(|| {
+            err(format!(
+                "tensor `{name}` is {}, which fucina tensors do not hold (its bytes are readable with `bytes`)",
+                info.dtype.name()
+            ))
+        })?;
         let bytes = self.bytes(name)?;
-        let buf =
-            Buffer::from_le_bytes(info.dtype, bytes).ok_or_else(|| err(format!("tensor `{name}`: ragged data")))?;
+        let buf = Buffer::from_le_bytes(dtype, bytes).ok_or_else(|| err(format!("tensor `{name}`: ragged data")))?;
         RawTensor::from_buffer(buf, &info.shape)
     }
 }
@@ -119,8 +202,7 @@ pub fn parse_header(file: &[u8]) -> Result<Header> {
         }
         let e = v.as_object().ok_or_else(|| err(format!("entry `{name}` is not an object")))?;
         let dtype_s = e.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| err(format!("`{name}`: missing dtype")))?;
-        let dtype = DType::from_safetensors_name(dtype_s)
-            .ok_or_else(|| err(format!("`{name}`: unsupported dtype {dtype_s}")))?;
+        let dtype = StDtype::parse(dtype_s).ok_or_else(|| err(format!("`{name}`: unsupported dtype {dtype_s}")))?;
         let shape = e
             .get("shape")
             .and_then(|s| s.as_array())
@@ -231,5 +313,26 @@ mod tests {
         f.extend_from_slice(h);
         f.extend_from_slice(&[0; 8]);
         assert!(parse_header(&f).unwrap_err().to_string().contains("does not fill"));
+    }
+
+    #[test]
+    fn integer_and_bool_tensors_open_and_name_their_type() {
+        let h = br#"{"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},"mask":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]},"w":{"dtype":"F32","shape":[1],"data_offsets":[19,23]}}"#;
+        let mut f = (h.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(h);
+        f.extend_from_slice(&7i64.to_le_bytes());
+        f.extend_from_slice(&(-1i64).to_le_bytes());
+        f.extend_from_slice(&[1, 0, 1]);
+        f.extend_from_slice(&2.5f32.to_le_bytes());
+        let (_, tensors, _) = parse_header(&f).unwrap();
+        assert_eq!(tensors["ids"].dtype, StDtype::I64);
+        assert_eq!(tensors["mask"].dtype, StDtype::Bool);
+        let path = std::env::temp_dir().join(format!("fucina-st-int-{}.safetensors", std::process::id()));
+        std::fs::write(&path, &f).unwrap();
+        let st = SafeTensors::open(&path).unwrap();
+        assert_eq!(st.load("w").unwrap().to_f32_vec(), vec![2.5]);
+        assert!(st.load("ids").unwrap_err().to_string().contains("is I64"));
+        assert_eq!(&st.bytes("ids").unwrap()[..8], &7i64.to_le_bytes());
+        std::fs::remove_file(&path).ok();
     }
 }
