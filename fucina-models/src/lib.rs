@@ -4,6 +4,8 @@
 //! OpenAI-compatible server), `quantize`.
 
 pub mod deepseek;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod llm;
 pub mod lm;
 pub mod mlp;

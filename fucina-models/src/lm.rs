@@ -32,7 +32,11 @@ pub fn open(path: &Path, resident: bool) -> Result<LoadedLm> {
 
 /// As [`open`]; `expert_budget` bounds the bytes of routed experts kept resident (DeepSeek).
 pub fn open_with(path: &Path, resident: bool, expert_budget: Option<usize>) -> Result<LoadedLm> {
-    let file = ModelFile::open_with(path, ARCHITECTURES, resident)?;
+    load(ModelFile::open_with(path, ARCHITECTURES, resident)?, expert_budget)
+}
+
+/// Builds the model of an opened file (one of [`ARCHITECTURES`]).
+pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     let header = file.gguf.header().clone();
     if file.arch == "deepseek2" {
         let model = DeepSeek::load(&file, expert_budget)?;

@@ -37,6 +37,11 @@ impl ModelFile {
     /// instead of mapped.
     pub fn open_with(path: impl AsRef<std::path::Path>, accepted: &[&str], resident: bool) -> Result<ModelFile> {
         let gguf = if resident { GgufFile::open_resident(path)? } else { GgufFile::open(path)? };
+        ModelFile::from_gguf(gguf, accepted)
+    }
+
+    /// An already parsed GGUF, checked to be one of the `accepted` architectures.
+    pub fn from_gguf(gguf: GgufFile, accepted: &[&str]) -> Result<ModelFile> {
         let arch = gguf
             .header()
             .get("general.architecture")

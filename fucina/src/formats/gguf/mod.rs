@@ -127,6 +127,17 @@ impl GgufFile {
         Ok(GgufFile { map: Arc::new(map), header })
     }
 
+    /// Parses a GGUF image held in memory (copied into an aligned anonymous map, so the
+    /// tensors are viewed as from a file).
+    pub fn from_bytes(bytes: &[u8]) -> Result<GgufFile> {
+        let io = |e: std::io::Error| FucinaError::Io { path: "in-memory gguf".into(), msg: e.to_string() };
+        let mut mem = memmap2::MmapMut::map_anon(bytes.len().max(1)).map_err(io)?;
+        mem[..bytes.len()].copy_from_slice(bytes);
+        let map = mem.make_read_only().map_err(io)?;
+        let header = parse(&map[..bytes.len()])?;
+        Ok(GgufFile { map: Arc::new(map), header })
+    }
+
     /// Asks the kernel to start reading bytes `offset..offset + len` of the file in the
     /// background (`MADV_WILLNEED`); a hint, errors ignored.
     pub fn prefetch(&self, offset: usize, len: usize) {
