@@ -13,16 +13,16 @@ import hashlib
 import os
 import subprocess
 import tarfile
+import sys
 import tempfile
-import urllib.request
 
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as T
 
 SDIST = "llama_cpp_python-0.3.36"
-URL = ("https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/"
-       f"{SDIST}.tar.gz")
+# Fetched by package name and version through pip (never by address), then checked.
+PIN = "llama-cpp-python==0.3.36"
 SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -35,8 +35,10 @@ def ggml_sources():
     os.makedirs(cache, exist_ok=True)
     tar = os.path.join(cache, f"{SDIST}.tar.gz")
     if not os.path.exists(tar):
-        urllib.request.urlretrieve(URL, tar + ".part")
-        os.replace(tar + ".part", tar)
+        # --no-binary for this package only: the sdist itself, while its build backend
+        # (needed to read its metadata) may come as wheels.
+        subprocess.run([sys.executable, "-m", "pip", "download", PIN, "--no-deps", "--no-binary", "llama-cpp-python",
+                        "-d", cache], check=True)
     digest = hashlib.sha256(open(tar, "rb").read()).hexdigest()
     if digest != SHA256:
         raise SystemExit(f"{tar}: sha256 {digest}, expected {SHA256}")
