@@ -9,37 +9,11 @@ use fucina_models::llm::generate::{generate, GenerateOptions};
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 
-struct Server {
-    child: Child,
-    base: String,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
-        .args(["--port", "0", "--threads", "2", "--max-tokens", "24"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next().expect("server output").unwrap();
-        if let Some(url) = line.strip_prefix("listening on ") {
-            break url.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, base }
+fn start() -> common::Server {
+    common::start(&["--threads", "2", "--max-tokens", "24"])
 }
 
 /// The library's own greedy answer to one user message (the reference for the server).

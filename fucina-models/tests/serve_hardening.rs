@@ -8,42 +8,15 @@ use fucina_models::llm::chat::{ChatFormat, Message, Role};
 use fucina_models::llm::cli::default_model;
 use fucina_models::llm::Tokenizer;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    base: String,
-    addr: String,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
-        .args(["--port", "0", "--threads", "1", "--max-tokens", "8"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next().expect("server output").unwrap();
-        if let Some(url) = line.strip_prefix("listening on ") {
-            break url.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let addr = base.trim_start_matches("http://").to_string();
-    Server { child, base, addr }
+fn start(extra: &[&str]) -> common::Server {
+    common::start(&[&["--threads", "1", "--max-tokens", "8"], extra].concat())
 }
 
 /// GET /health on a fresh connection; the status code, or 0 if the connection failed.
