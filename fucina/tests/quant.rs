@@ -239,3 +239,60 @@ fn kquant_encoders_are_byte_exact_against_ggml() {
         assert!(back.iter().all(|v| v.is_finite()), "{name}: decoded a non-finite value");
     }
 }
+
+/// The weight-product seam (`Kernels::weight_matmul` / `weight_decode`) directly: for every
+/// format, the native backend against the scalar specification over odd shapes that cross
+/// the 4-row kernels' remainders, the bf16 threshold and the thread split, inside and
+/// outside a pool.
+#[test]
+fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
+    use fucina::backend::fdot::FloatRow;
+    use fucina::backend::qdot_k::KFormat;
+    use fucina::backend::{BackendKind, WeightFormat, WeightMat};
+    let formats = [
+        (WeightFormat::Float(FloatRow::F32), GgmlType::F32),
+        (WeightFormat::Float(FloatRow::F16), GgmlType::F16),
+        (WeightFormat::Float(FloatRow::BF16), GgmlType::BF16),
+        (WeightFormat::Q8_0, GgmlType::Q8_0),
+        (WeightFormat::Q4_0, GgmlType::Q4_0),
+        (WeightFormat::K(KFormat::Q2K), GgmlType::Q2_K),
+        (WeightFormat::K(KFormat::Q3K), GgmlType::Q3_K),
+        (WeightFormat::K(KFormat::Q4K), GgmlType::Q4_K),
+        (WeightFormat::K(KFormat::Q5K), GgmlType::Q5_K),
+        (WeightFormat::K(KFormat::Q6K), GgmlType::Q6_K),
+    ];
+    let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    for (format, ty) in formats {
+        for (n, k) in [(1, 256), (3, 512), (17, 256), (33, 768), (700, 256)] {
+            let wf: Vec<f32> = (0..n * k).map(|i| val(1, i)).collect();
+            let data = fucina::quant::quantize(ty, &wf).unwrap();
+            let w = WeightMat { format, rows: n, cols: k, data: &data };
+            let (mut d0, mut d1) = (vec![0.0; n * k], vec![0.0; n * k]);
+            scalar.weight_decode(&w, &mut d0);
+            pool.install(|| native.weight_decode(&w, &mut d1));
+            assert_eq!(d0, d1, "{format:?} decode {n}x{k}");
+            for m in [1, 2, 3, 5, 7, 8, 9, 13, 33] {
+                let x: Vec<f32> = (0..m * k).map(|i| val(m + 2, i)).collect();
+                let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
+                scalar.weight_matmul(&w, &x, m, &mut y0);
+                native.weight_matmul(&w, &x, m, &mut y1);
+                pool.install(|| native.weight_matmul(&w, &x, m, &mut y2));
+                // Same path, other summation order: relative to the sum of |products|.
+                for j in 0..m * n {
+                    let (i, c) = (j / n, j % n);
+                    let mag: f32 = (0..k).map(|t| (x[i * k + t] * d0[c * k + t]).abs()).sum::<f32>() + 1e-3;
+                    for (name, y) in [("native", &y1), ("native on a pool", &y2)] {
+                        assert!(
+                            (y[j] - y0[j]).abs() <= 2e-5 * mag,
+                            "{format:?} {name} m={m} n={n} k={k} [{i},{c}]: {} vs {} (scale {mag})",
+                            y[j],
+                            y0[j]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

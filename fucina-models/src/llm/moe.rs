@@ -56,15 +56,9 @@ pub fn combine(
         Ok(run(e, &xe)?.to_f32_vec())
     };
     let ctx = ExecContext::current();
-    let side_by_side = ctx.backend() == BackendKind::Native
-        && ctx.threads() > 1
-        && active.len() > 1
-        && active.iter().all(|&e| assigned[e].0.len() <= SIDE_BY_SIDE_ROWS);
-    let outs: Vec<Vec<f32>> = if side_by_side {
-        use rayon::prelude::*;
-        ctx.install(|| {
-            active.par_iter().map(|&e| ctx.scope(|| fucina::backend::native::serial(|| one(e)))).collect::<Result<_>>()
-        })?
+    let small = active.iter().all(|&e| assigned[e].0.len() <= SIDE_BY_SIDE_ROWS);
+    let outs: Vec<Vec<f32>> = if small {
+        ctx.map_side_by_side(&active, |&e| one(e))?
     } else {
         active.iter().map(|&e| one(e)).collect::<Result<_>>()?
     };

@@ -176,7 +176,7 @@ mod avx2 {
 pub fn decode_row(fmt: FloatRow, w: &[u8], out: &mut [f32]) {
     assert_eq!(w.len(), out.len() * fmt.width(), "decode_row: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+    if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         // SAFETY: checked above: the CPU reports AVX2 and F16C; lengths match.
         unsafe { avx2::decode_row(fmt, w, out) };
         return;
@@ -193,7 +193,7 @@ pub type RowDot = unsafe fn(&[u8], &[f32]) -> f32;
 /// Calling it is safe when the weight row holds as many values as the activation row.
 pub fn row_kernel(fmt: FloatRow) -> RowDot {
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+    if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         return match fmt {
             FloatRow::F32 => avx2::dot_f32,
             FloatRow::F16 => avx2::dot_f16,
@@ -211,7 +211,7 @@ pub fn row_kernel(fmt: FloatRow) -> RowDot {
 pub fn dot_float(fmt: FloatRow, w: &[u8], a: &[f32]) -> f32 {
     assert_eq!(w.len(), a.len() * fmt.width(), "dot_float: row lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+    if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         // SAFETY: checked above: the CPU reports AVX2, FMA and F16C; lengths match.
         return unsafe { avx2::dot_float(fmt, w, a) };
     }

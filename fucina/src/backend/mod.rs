@@ -8,7 +8,12 @@ pub mod fdot;
 pub mod native;
 pub mod qdot;
 pub mod qdot_k;
+pub mod rowdot;
 pub mod scalar;
+pub mod weights;
+
+pub use native::{in_serial, serial};
+pub use weights::{WeightFormat, WeightMat};
 
 use half::{bf16, f16};
 
@@ -334,6 +339,12 @@ pub trait Kernels: Send + Sync + 'static {
     fn conv1d_backward(&self, p: &Conv1d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]);
     /// `out[i, :] = table[ids[i], :]` for a contiguous `[rows, cols]` table (ids checked).
     fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]);
+    /// `y [m, n] = x [m, k] W^T` for a weight in its stored format; the path (bf16, float or
+    /// integer) follows from the format and `m` as [`weights`] specifies, and every backend
+    /// computes the same values up to summation order.
+    fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
+    /// The whole weight decoded to f32 (`out [rows, cols]`).
+    fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
 }
 
 /// The available backends.

@@ -230,19 +230,8 @@ mod avx2 {
     }
 }
 
-/// Whether the CPU converts halves in hardware (F16C).
-pub(crate) fn has_f16c() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *F16C.get_or_init(|| std::arch::is_x86_feature_detected!("f16c"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// A row kernel: one encoded weight row times one Q8_0 activation row.
-pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+pub use super::native::simd::has_f16c;
+pub use super::rowdot::{RowDot, RowDot4};
 
 /// The fastest available Q8_0 (`q4: false`) or Q4_0 (`q4: true`) row kernel, chosen once
 /// per matrix product. Calling it is safe for rows of whole, matching blocks.
@@ -259,7 +248,7 @@ pub fn row_kernel(q4: bool) -> RowDot {
 }
 
 /// A four-row Q8_0 (`q4: false`) or Q4_0 (`q4: true`) kernel where the CPU has one.
-pub fn row_kernel_x4(q4: bool) -> Option<super::qdot_k::RowDot4> {
+pub fn row_kernel_x4(q4: bool) -> Option<RowDot4> {
     #[cfg(target_arch = "x86_64")]
     if super::native::simd::level().has_avx2() && has_f16c() {
         return Some(if q4 { avx2::dot_q4_0_x4 } else { avx2::dot_q8_0_x4 });

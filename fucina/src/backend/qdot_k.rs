@@ -522,16 +522,12 @@ mod avx2 {
     }
 }
 
-/// A row kernel: the dot product of one encoded weight row with one quantized activation row.
-pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
-
-/// A four-row kernel: one encoded weight row times four quantized activation rows.
-pub type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
+pub use super::rowdot::{RowDot, RowDot4};
 
 /// A four-row kernel for `f` where one exists (Q4_K, Q5_K, Q6_K on AVX2).
 pub fn row_kernel_x4(f: KFormat) -> Option<RowDot4> {
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+    if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         return match f {
             KFormat::Q4K => Some(avx2::dot_q4k_x4),
             KFormat::Q5K => Some(avx2::dot_q5k_x4),
@@ -547,7 +543,7 @@ pub fn row_kernel_x4(f: KFormat) -> Option<RowDot4> {
 /// Calling it is safe for rows of whole blocks of `f` and matching Q8_K rows.
 pub fn row_kernel(f: KFormat) -> RowDot {
     #[cfg(target_arch = "x86_64")]
-    if super::native::simd::level().has_avx2() && super::qdot::has_f16c() {
+    if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         return match f {
             KFormat::Q4K => avx2::dot_q4k,
             KFormat::Q5K => avx2::dot_q5k,

@@ -200,11 +200,25 @@ impl ExecContext {
         let k = self.inner.kernels;
         match self.inner.config.backend {
             BackendKind::Scalar => f(k),
-            BackendKind::Native if work < INLINE_WORK || self.inner.threads == 1 => {
-                crate::backend::native::serial(|| f(k))
-            }
+            BackendKind::Native if work < INLINE_WORK || self.inner.threads == 1 => crate::backend::serial(|| f(k)),
             BackendKind::Native => self.inner.pool.install(|| f(k)),
         }
+    }
+
+    /// Maps `f` over `items`, results in item order: side by side on the pool, each call
+    /// serial inside with this context current, when the backend runs in parallel on more
+    /// than one worker (many small independent jobs, such as the experts of one decode step,
+    /// then cost one hand-off instead of one per kernel); one after another otherwise.
+    pub fn map_side_by_side<T: Sync, R: Send>(
+        &self,
+        items: &[T],
+        f: impl Fn(&T) -> crate::error::Result<R> + Sync,
+    ) -> crate::error::Result<Vec<R>> {
+        use rayon::prelude::*;
+        if self.inner.config.backend == BackendKind::Scalar || self.inner.threads == 1 || items.len() < 2 {
+            return items.iter().map(f).collect();
+        }
+        self.inner.pool.install(|| items.par_iter().map(|it| self.scope(|| crate::backend::serial(|| f(it)))).collect())
     }
 
     /// Runs `f` on this context's worker pool (the bounded pool backward runs on).

@@ -20,18 +20,13 @@ pub use legacy::{
     dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1,
     quantize_q5_0, quantize_q5_1, quantize_q8_0,
 };
-pub use matmul::{QWeight, BF16_BATCH, GEMM_BATCH};
+pub use matmul::{QWeight, BF16_BATCH};
 pub use types::GgmlType;
 
 use crate::error::{FucinaError, Result};
 use half::{bf16, f16};
 
-/// f32 -> bf16 bits as ggml rounds (nearest even, NaN made quiet).
-pub fn f32_to_bf16_bits(x: f32) -> u16 {
-    let n = x.to_bits();
-    let n = if n & 0x7fff_ffff > 0x7f80_0000 { (n & 0xffff_0000) | (64 << 16) } else { n };
-    ((n as u64 + (0x7fff + ((n >> 16) & 1)) as u64) >> 16) as u16
-}
+pub use crate::backend::weights::f32_to_bf16_bits;
 
 /// Encodes `x` (whose length must be a multiple of the block size) as `ty`.
 pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
@@ -67,8 +62,6 @@ pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
 /// without allocating for the formats with matmul kernels (F32, F16, BF16, Q8_0, Q4_0,
 /// Q2_K..Q6_K); the values are identical to [`dequantize`]'s.
 pub fn dequantize_into(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
-    use crate::backend::fdot::{decode_row, FloatRow};
-    use crate::backend::qdot_k::{unpack, KFormat, QK_K};
     let n = out.len();
     let need = ty.bytes_for(n)?;
     if bytes.len() != need {
@@ -77,47 +70,9 @@ pub fn dequantize_into(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()
             msg: format!("{n} values of {ty:?} take {need} bytes, got {}", bytes.len()),
         });
     }
-    let kf = match ty {
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
-            let fmt = match ty {
-                GgmlType::F32 => FloatRow::F32,
-                GgmlType::F16 => FloatRow::F16,
-                _ => FloatRow::BF16,
-            };
-            decode_row(fmt, bytes, out);
-            return Ok(());
-        }
-        GgmlType::Q8_0 => {
-            for (b, o) in bytes.chunks_exact(34).zip(out.chunks_exact_mut(32)) {
-                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
-                for (v, q) in o.iter_mut().zip(&b[2..]) {
-                    *v = *q as i8 as f32 * d;
-                }
-            }
-            return Ok(());
-        }
-        GgmlType::Q4_0 => {
-            for (b, o) in bytes.chunks_exact(18).zip(out.chunks_exact_mut(32)) {
-                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
-                for i in 0..16 {
-                    o[i] = d * ((b[2 + i] & 0x0F) as i8 - 8) as f32;
-                    o[i + 16] = d * ((b[2 + i] >> 4) as i8 - 8) as f32;
-                }
-            }
-            return Ok(());
-        }
-        GgmlType::Q2_K => KFormat::Q2K,
-        GgmlType::Q3_K => KFormat::Q3K,
-        GgmlType::Q4_K => KFormat::Q4K,
-        GgmlType::Q5_K => KFormat::Q5K,
-        GgmlType::Q6_K => KFormat::Q6K,
-        _ => {
-            out.copy_from_slice(&dequantize(ty, bytes, n)?);
-            return Ok(());
-        }
-    };
-    for (b, o) in bytes.chunks_exact(kf.block_bytes()).zip(out.chunks_exact_mut(QK_K)) {
-        unpack(kf, b).values(o);
+    match matmul::weight_format(ty) {
+        Some(f) => crate::backend::weights::decode_row(f, bytes, out),
+        None => out.copy_from_slice(&dequantize(ty, bytes, n)?),
     }
     Ok(())
 }

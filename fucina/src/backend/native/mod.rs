@@ -13,6 +13,7 @@ mod reduce;
 mod rowgemm;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};
 pub mod simd;
+mod weights;
 
 use super::{Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};
 use rayon::prelude::*;
@@ -207,5 +208,13 @@ impl Kernels for Native {
         } else {
             out.chunks_mut(cols).zip(ids.iter()).for_each(copy);
         }
+    }
+
+    fn weight_matmul(&self, w: &super::WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
+        weights::weight_matmul(w, x, m, y)
+    }
+
+    fn weight_decode(&self, w: &super::WeightMat<'_>, out: &mut [f32]) {
+        weights::weight_decode(w, out)
     }
 }

@@ -233,3 +233,14 @@ mod tests {
         assert!((dot(&a, &b) - naive).abs() < 1e-3);
     }
 }
+
+/// Whether the CPU converts halves in hardware (F16C).
+pub fn has_f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *F16C.get_or_init(|| std::arch::is_x86_feature_detected!("f16c"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}

@@ -203,4 +203,12 @@ impl Kernels for Scalar {
             }
         }
     }
+
+    fn weight_matmul(&self, w: &super::WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
+        super::weights::weight_matmul_scalar(w, x, m, y)
+    }
+
+    fn weight_decode(&self, w: &super::WeightMat<'_>, out: &mut [f32]) {
+        super::weights::weight_decode_scalar(w, out)
+    }
 }

@@ -1,0 +1,185 @@
+//! The native paths of weight products (`backend::weights` states what each computes):
+//! register-tiled float GEMM from the stored rows, integer row kernels (four activation rows
+//! per weight unpack where the CPU has them), the bf16 GEMM with decoders straight to bf16
+//! on AVX-512 BF16; split over the pool by ranges of weight rows when the product is large.
+
+use super::super::fdot;
+use super::super::qdot;
+use super::super::qdot_k::{self, KFormat};
+use super::super::weights::{
+    activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightMat,
+};
+use super::{decode_row_bf16, gemm_rows, gemm_rows_bf16, has_bf16_dot, in_serial, BlockRow};
+use rayon::prelude::*;
+
+thread_local! {
+    /// A decoded weight row (scratch of the bf16 path).
+    static ROW_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A row kernel: one weight row times one quantized activation row.
+type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+/// One weight row times four quantized activation rows.
+type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
+
+/// Whether a product of `work` multiply-adds is split over the pool: on a pool thread of
+/// more than one worker, at least `min` of work, and not inside [`super::serial`].
+fn may_split(work: usize, min: usize) -> bool {
+    rayon::current_num_threads() > 1 && rayon::current_thread_index().is_some() && work >= min && !in_serial()
+}
+
+/// `y [m, n] = x [m, k] W^T` on the fastest path for this CPU.
+pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
+    w.check(x, m, y);
+    let (n, k) = (w.rows, w.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if w.format.takes_bf16(m, k) {
+        return bf16_path(w, x, m, y);
+    }
+    if let WeightFormat::Float(fmt) = w.format {
+        if m >= 2 {
+            // Register-tiled dot products straight from the stored rows (no packing).
+            let parallel = may_split(m * n * k, 1 << 18);
+            gemm_rows(m, n, k, x, w.data, fmt, y, parallel);
+            return;
+        }
+        let kern = fdot::row_kernel(fmt);
+        let fill = |j0: usize, j1: usize, out: &Cols| {
+            for j in j0..j1 {
+                // SAFETY: the weight row holds `k` values of `fmt`, `x` one row of `k`; j is in
+                // this task's range.
+                unsafe { out.set(0, j, kern(w.row(j), &x[..k])) };
+            }
+        };
+        return split_rows(n, m * n * k, y, fill);
+    }
+    let a_row = activation_row_bytes(w.format, k);
+    let mut qa = vec![0u8; m * a_row];
+    quantize_activations(w.format, x, k, &mut qa);
+    let (kern, kern4): (RowDot, Option<RowDot4>) = match w.format {
+        WeightFormat::K(f) => (qdot_k::row_kernel(f), qdot_k::row_kernel_x4(f)),
+        WeightFormat::Q4_0 => (qdot::row_kernel(true), qdot::row_kernel_x4(true)),
+        _ => (qdot::row_kernel(false), qdot::row_kernel_x4(false)),
+    };
+    let qa = &qa;
+    // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
+    let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
+    let fill = |j0: usize, j1: usize, out: &Cols| {
+        let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
+        for i0 in (0..m).step_by(ib) {
+            let i1 = (i0 + ib).min(m);
+            for j in j0..j1 {
+                let wrow = w.row(j);
+                let mut i = i0;
+                if let Some(k4) = kern4 {
+                    while i + 4 <= i1 {
+                        // SAFETY: as for `kern` below, for four activation rows.
+                        let r = unsafe { k4(wrow, [act(i), act(i + 1), act(i + 2), act(i + 3)]) };
+                        for (d, v) in r.into_iter().enumerate() {
+                            // SAFETY: i + d < i1 <= m and j is in this task's range.
+                            unsafe { out.set(i + d, j, v) };
+                        }
+                        i += 4;
+                    }
+                }
+                for ii in i..i1 {
+                    // SAFETY: weight rows are whole blocks of the format, activation rows the
+                    // matching number of Q8_0/Q8_K blocks; the kernels were chosen for this CPU;
+                    // ii < m and j is in this task's range.
+                    unsafe { out.set(ii, j, kern(wrow, act(ii))) };
+                }
+            }
+        }
+    };
+    split_rows(n, m * n * k, y, fill)
+}
+
+/// The bf16 path: weight rows decoded to bf16 once per call (straight from the blocks on
+/// AVX-512 BF16), activations rounded to bf16, `vdpbf16ps` tiles or their portable twin.
+fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
+    let (n, k) = (w.rows, w.cols);
+    let xb: Vec<u16> = x.iter().map(|v| f32_to_bf16_bits(*v)).collect();
+    let fast = match w.format {
+        _ if !has_bf16_dot() => None,
+        WeightFormat::Q8_0 => Some(BlockRow::Q8_0),
+        WeightFormat::Q4_0 => Some(BlockRow::Q4_0),
+        WeightFormat::K(KFormat::Q4K) => Some(BlockRow::Q4K),
+        WeightFormat::K(KFormat::Q5K) => Some(BlockRow::Q5K),
+        WeightFormat::K(KFormat::Q6K) => Some(BlockRow::Q6K),
+        _ => None,
+    };
+    let decode = |j: usize, out: &mut [u16]| {
+        let src = w.row(j);
+        if let Some(f) = fast {
+            decode_row_bf16(f, src, out);
+            return;
+        }
+        if w.format == WeightFormat::Float(fdot::FloatRow::BF16) {
+            for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
+                *o = u16::from_le_bytes([b[0], b[1]]);
+            }
+            return;
+        }
+        ROW_F32.with(|cell| {
+            let mut row = cell.borrow_mut();
+            row.resize(k, 0.0);
+            decode_row(w.format, src, &mut row);
+            for (o, v) in out.iter_mut().zip(row.iter()) {
+                *o = f32_to_bf16_bits(*v);
+            }
+        });
+    };
+    let parallel = may_split(m * n * k, 1 << 18);
+    gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
+}
+
+/// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
+pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
+    assert_eq!(out.len(), w.rows * w.cols, "weight_decode: sizes");
+    let k = w.cols.max(1);
+    let one = |(j, o): (usize, &mut [f32])| decode_row(w.format, w.row(j), o);
+    if may_split(out.len(), 1 << 16) {
+        out.par_chunks_mut(k).enumerate().for_each(one);
+    } else {
+        out.chunks_mut(k).enumerate().for_each(one);
+    }
+}
+
+/// Fills `y [m, n]` by running `fill(j0, j1, cols)` over ranges of weight rows (output
+/// columns), about eight ranges per worker when the product is large enough; each call
+/// writes only its own columns.
+fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, &Cols) + Sync) {
+    let parallel = may_split(work, 1 << 17);
+    let per = if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024) } else { n };
+    let cols = Cols { ptr: y.as_mut_ptr(), n };
+    let f = |c: usize| fill(c * per, ((c + 1) * per).min(n), &cols);
+    if parallel {
+        (0..n.div_ceil(per)).into_par_iter().for_each(f);
+    } else {
+        (0..n.div_ceil(per)).for_each(f);
+    }
+}
+
+/// The output `[m, n]` of a product, written by column ranges from several tasks.
+struct Cols {
+    ptr: *mut f32,
+    n: usize,
+}
+
+// SAFETY: `split_rows` hands each task a disjoint range of columns; `set` writes only there.
+unsafe impl Sync for Cols {}
+
+impl Cols {
+    /// Writes element `(i, j)`.
+    ///
+    /// # Safety
+    /// `i < m`, `j < n`, and `j` lies in the column range the calling task was handed.
+    #[inline(always)]
+    unsafe fn set(&self, i: usize, j: usize, v: f32) {
+        debug_assert!(j < self.n);
+        // SAFETY: the caller's contract: inside the buffer, and no other task writes column j.
+        unsafe { *self.ptr.add(i * self.n + j) = v };
+    }
+}

@@ -1,0 +1,8 @@
+//! The function types of the block-format row kernels, shared by `qdot` (Q8_0, Q4_0) and
+//! `qdot_k` (K-quants) so neither depends on the other.
+
+/// A row kernel: one encoded weight row times one quantized activation row.
+pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// A four-row kernel: one encoded weight row times four quantized activation rows.
+pub type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
