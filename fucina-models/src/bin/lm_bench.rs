@@ -8,7 +8,11 @@ use std::time::Instant;
 
 /// Measure prefill (`ppN`: one batch of N tokens into an empty cache) and decode (`tgN`: N
 /// tokens one at a time from an empty cache) in tokens per second, after one warm-up pass.
-/// Prints one `RESULT <test> <tok/s>` line per repetition, for scripts.
+/// Prints one `RESULT <test> <tok/s>` line per repetition, for scripts. Before the tests, a
+/// read-bandwidth probe (the same threads summing a buffer eight times the last-level cache)
+/// gives the machine's memory bandwidth (`PROBE read_gbs <GB/s>`); each decode result is
+/// also given as the bytes of weights it streams per token times tok/s, as a fraction of
+/// that bandwidth (`RESULT tgN_bw <fraction>`).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -52,6 +56,15 @@ fn main() {
         let step = |toks: &[u32], cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
             ctx.run_on_pool(|| model.forward(toks, cache, false)).map(|_| ())
         };
+        let probe = read_bandwidth(&ctx);
+        println!("PROBE read_gbs {:.2}", probe / 1e9);
+        let per_token = decode_bytes(&lm.header);
+        eprintln!(
+            "read bandwidth {:.1} GB/s ({} threads); decode streams {:.1} MiB of weights per token",
+            probe / 1e9,
+            a.threads,
+            per_token as f64 / (1 << 20) as f64
+        );
         // Warm-up: touch every weight once.
         let mut cache = model.new_cache(longest, dtype)?;
         step(&tokens[..4.min(longest)], &mut cache)?;
@@ -72,8 +85,10 @@ fn main() {
                     step(std::slice::from_ref(t), &mut cache)?;
                 }
                 let rate = a.tg as f64 / t0.elapsed().as_secs_f64();
+                let frac = rate * per_token as f64 / probe;
                 println!("RESULT tg{} {rate:.2}", a.tg);
-                eprintln!("rep {rep}: tg{} {rate:.1} tok/s", a.tg);
+                println!("RESULT tg{}_bw {frac:.3}", a.tg);
+                eprintln!("rep {rep}: tg{} {rate:.1} tok/s ({:.0}% of the read bandwidth)", a.tg, 100.0 * frac);
             }
         }
         Ok(())
@@ -82,4 +97,39 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
+}
+
+/// Bytes of weights one decode step reads: every tensor but the embedding table (of which
+/// it reads one row), unless the output head is tied to it.
+fn decode_bytes(h: &fucina::formats::gguf::GgufHeader) -> u64 {
+    let tied = !h.tensors.iter().any(|t| t.name == "output.weight");
+    h.tensors.iter().filter(|t| tied || t.name != "token_embd.weight").map(|t| t.nbytes().map_or(0, |b| b as u64)).sum()
+}
+
+/// The best of five timed reads of a buffer far larger than the caches, split over the
+/// context's workers: bytes per second.
+fn read_bandwidth(ctx: &ExecContext) -> f64 {
+    use rayon::prelude::*;
+    const BYTES: usize = 512 << 20;
+    let buf: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect();
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let sum: u64 = ctx.install(|| {
+            buf.par_chunks(1 << 16)
+                .map(|c| {
+                    c.chunks_exact(8).fold([0u64; 8], |mut a, v| {
+                        for l in 0..8 {
+                            a[l] = a[l].wrapping_add(v[l]);
+                        }
+                        a
+                    })
+                })
+                .map(|a| a.iter().fold(0u64, |x, y| x.wrapping_add(*y)))
+                .reduce(|| 0, u64::wrapping_add)
+        });
+        std::hint::black_box(sum);
+        best = best.max(BYTES as f64 / t0.elapsed().as_secs_f64());
+    }
+    best
 }

@@ -2,8 +2,9 @@
 //! `quant` layer (which owns the formats' encoders and the typed `QWeight`) and the
 //! kernels. Every path of `y [m, n] = x [m, k] W^T` is chosen here, by the backend:
 //!
-//! - **bf16** (`m >= BF16_BATCH`, `k % 32 == 0`, a block format or BF16): activations and
-//!   decoded weights rounded to bf16 (nearest even), products summed in f32;
+//! - **bf16** (`m >= BF16_BATCH`, `k % 32 == 0`, a block format or BF16, on a CPU with
+//!   AVX-512 BF16: [`WeightFormat::takes_bf16`]): activations and decoded weights rounded to
+//!   bf16 (nearest even), products summed in f32;
 //! - **float** (F32, F16, BF16 weights otherwise): the stored values times f32 activations,
 //!   summed in f32;
 //! - **integer** (block formats otherwise): each activation row quantized to Q8_0 (32-value
@@ -59,11 +60,17 @@ impl WeightFormat {
         cols / self.block() * self.block_bytes()
     }
 
-    /// Whether a product of `m` rows with reduction length `k` takes the bf16 path.
+    /// Whether a product of `m` rows with reduction length `k` takes the bf16 path: from
+    /// [`BF16_BATCH`] rows, for block formats and BF16, on CPUs whose bf16 dot products run
+    /// at twice the f32 rate (AVX-512 BF16). Elsewhere the bf16 tiles would run widened to
+    /// f32 with a slow decode, and block formats stay on the integer path (four activation
+    /// rows per weight unpack), BF16 on the float one. The choice is per CPU, made the same
+    /// way by every backend, so the scalar spec computes the path the native kernels take.
     pub fn takes_bf16(self, m: usize, k: usize) -> bool {
         m >= BF16_BATCH
             && k.is_multiple_of(32)
             && !matches!(self, WeightFormat::Float(FloatRow::F32) | WeightFormat::Float(FloatRow::F16))
+            && super::native::has_bf16_dot()
     }
 }
 
