@@ -87,6 +87,43 @@ pub enum BinaryOp {
     Eq,
 }
 
+/// A distribution for [`Kernels::fill_random`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Distribution {
+    /// Normal with this mean and standard deviation (Box-Muller on pairs of draws).
+    Normal {
+        /// Mean.
+        mean: f32,
+        /// Standard deviation.
+        std: f32,
+    },
+    /// Uniform in `[lo, hi)`.
+    Uniform {
+        /// Lower bound (included).
+        lo: f32,
+        /// Upper bound (excluded).
+        hi: f32,
+    },
+}
+
+/// Element `i` of a random fill: a pure function of the RNG, the base counter and `i`, so
+/// any split of the work over threads gives the same numbers.
+pub fn random_value(rng: &crate::rng::Philox, base: u64, dist: Distribution, i: usize) -> f32 {
+    use crate::rng::{box_muller, u32_to_open01};
+    match dist {
+        Distribution::Normal { mean, std } => {
+            let b = rng.at(0, base + (i / 2) as u64);
+            let (z0, z1) = box_muller(b[0], b[1]);
+            mean + std * if i.is_multiple_of(2) { z0 } else { z1 }
+        }
+        Distribution::Uniform { lo, hi } => {
+            let b = rng.at(0, base + (i / 4) as u64);
+            let u = 1.0 - u32_to_open01(b[i % 4]);
+            lo + (hi - lo) * u
+        }
+    }
+}
+
 /// Reductions over one axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
@@ -345,6 +382,12 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
     /// The whole weight decoded to f32 (`out [rows, cols]`).
     fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
+    /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
+    fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = random_value(rng, base, dist, i);
+        }
+    }
 }
 
 /// The available backends.

@@ -217,4 +217,18 @@ impl Kernels for Native {
     fn weight_decode(&self, w: &super::WeightMat<'_>, out: &mut [f32]) {
         weights::weight_decode(w, out)
     }
+
+    fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {
+        const CHUNK: usize = 4096;
+        let fill = |(c, chunk): (usize, &mut [f32])| {
+            for (j, v) in chunk.iter_mut().enumerate() {
+                *v = super::random_value(rng, base, dist, c * CHUNK + j);
+            }
+        };
+        if par(out.len()) {
+            out.par_chunks_mut(CHUNK).enumerate().for_each(fill)
+        } else {
+            out.chunks_mut(CHUNK).enumerate().for_each(fill)
+        }
+    }
 }
