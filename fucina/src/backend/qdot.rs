@@ -179,6 +179,74 @@ mod avx2 {
         std::array::from_fn(|r| unsafe { hsum(acc[r]) })
     }
 
+    /// Two Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight rows times four Q8_0 rows: each
+    /// activation block is loaded and its scale converted once for both weight rows, each
+    /// weight block once for all four activation rows. Each of the eight sums is the same
+    /// sequence of block products as [`dot_rows`] computes, so the results are identical.
+    #[inline(always)]
+    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+        let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
+        let nb = w[0].len() / wb;
+        let low = _mm256_set1_epi8(0x0F);
+        let eight = _mm256_set1_epi8(8);
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        for bi in 0..nb {
+            let mut ys = [_mm256_setzero_si256(); 4];
+            let mut da = [0.0f32; 4];
+            for r in 0..4 {
+                let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
+                // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
+                // enabled by the caller.
+                unsafe {
+                    ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
+                    da[r] = scale_f16c(ba);
+                }
+            }
+            for (h, wr) in w.iter().enumerate() {
+                let bw = &wr[bi * wb..(bi + 1) * wb];
+                // SAFETY (loads): blocks hold their 16 or 32 quant bytes after the 2-byte scale.
+                let x = if Q4 {
+                    let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
+                    let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+                    _mm256_sub_epi8(_mm256_and_si256(both, low), eight)
+                } else {
+                    unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
+                };
+                let ax = _mm256_sign_epi8(x, x);
+                // SAFETY: F16C is enabled by the caller.
+                let dw = unsafe { scale_f16c(bw) };
+                for r in 0..4 {
+                    // SAFETY: AVX2 is enabled by the caller.
+                    let p = unsafe { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
+                    let d = _mm256_set1_ps(dw * da[r]);
+                    acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
+                }
+            }
+        }
+        // SAFETY: AVX is enabled by the caller.
+        std::array::from_fn(|h| std::array::from_fn(|r| unsafe { hsum(acc[h][r]) }))
+    }
+
+    /// Two Q8_0 rows times four Q8_0 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q8_0_q8_0`], for each pair of rows; both weight rows have the same length.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_rows_2x4::<false>(w, a) }
+    }
+
+    /// Two Q4_0 rows times four Q8_0 rows.
+    ///
+    /// # Safety
+    /// As for [`dot_q4_0_q8_0`], for each pair of rows; both weight rows have the same length.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_rows_2x4::<true>(w, a) }
+    }
+
     /// One Q8_0 row times four Q8_0 rows.
     ///
     /// # Safety
@@ -231,7 +299,7 @@ mod avx2 {
 }
 
 pub use super::native::simd::has_f16c;
-pub use super::rowdot::{RowDot, RowDot4};
+pub use super::rowdot::{RowDot, RowDot2x4, RowDot4};
 
 /// The fastest available Q8_0 (`q4: false`) or Q4_0 (`q4: true`) row kernel, chosen once
 /// per matrix product. Calling it is safe for rows of whole, matching blocks.
@@ -252,6 +320,17 @@ pub fn row_kernel_x4(q4: bool) -> Option<RowDot4> {
     #[cfg(target_arch = "x86_64")]
     if super::native::simd::level().has_avx2() && has_f16c() {
         return Some(if q4 { avx2::dot_q4_0_x4 } else { avx2::dot_q8_0_x4 });
+    }
+    let _ = q4;
+    None
+}
+
+/// A two-weight-row by four-activation-row Q8_0 (`q4: false`) or Q4_0 (`q4: true`) kernel
+/// where the CPU has one.
+pub fn row_kernel_2x4(q4: bool) -> Option<RowDot2x4> {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::level().has_avx2() && has_f16c() {
+        return Some(if q4 { avx2::dot_q4_0_2x4 } else { avx2::dot_q8_0_2x4 });
     }
     let _ = q4;
     None

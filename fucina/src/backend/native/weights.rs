@@ -6,6 +6,7 @@
 use super::super::fdot;
 use super::super::qdot;
 use super::super::qdot_k::{self, KFormat};
+use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
     activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightMat,
 };
@@ -16,11 +17,6 @@ thread_local! {
     /// A decoded weight row (scratch of the bf16 path).
     static ROW_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
-
-/// A row kernel: one weight row times one quantized activation row.
-type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
-/// One weight row times four quantized activation rows.
-type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
 
 /// Whether a product of `work` multiply-adds is split over the pool: on a pool thread of
 /// more than one worker, at least `min` of work, and not inside [`super::serial`].
@@ -58,10 +54,10 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     let a_row = activation_row_bytes(w.format, k);
     let mut qa = vec![0u8; m * a_row];
     quantize_activations(w.format, x, k, &mut qa);
-    let (kern, kern4): (RowDot, Option<RowDot4>) = match w.format {
-        WeightFormat::K(f) => (qdot_k::row_kernel(f), qdot_k::row_kernel_x4(f)),
-        WeightFormat::Q4_0 => (qdot::row_kernel(true), qdot::row_kernel_x4(true)),
-        _ => (qdot::row_kernel(false), qdot::row_kernel_x4(false)),
+    let (kern, kern4, kern2x4): (RowDot, Option<RowDot4>, Option<RowDot2x4>) = match w.format {
+        WeightFormat::K(f) => (qdot_k::row_kernel(f), qdot_k::row_kernel_x4(f), None),
+        WeightFormat::Q4_0 => (qdot::row_kernel(true), qdot::row_kernel_x4(true), qdot::row_kernel_2x4(true)),
+        _ => (qdot::row_kernel(false), qdot::row_kernel_x4(false), qdot::row_kernel_2x4(false)),
     };
     let qa = &qa;
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
@@ -70,7 +66,33 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
         let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
         for i0 in (0..m).step_by(ib) {
             let i1 = (i0 + ib).min(m);
-            for j in j0..j1 {
+            let mut j = j0;
+            // Pairs of weight rows against four activation rows at a time, where a tile
+            // kernel exists; the rows left over take the one-row kernels below.
+            if let Some(k24) = kern2x4 {
+                let i4 = i0 + (i1 - i0) / 4 * 4;
+                while j + 2 <= j1 && i4 > i0 {
+                    let pair = [w.row(j), w.row(j + 1)];
+                    for i in (i0..i4).step_by(4) {
+                        // SAFETY: as for `kern4` below, for two weight rows of the same length.
+                        let r = unsafe { k24(pair, [act(i), act(i + 1), act(i + 2), act(i + 3)]) };
+                        for (h, row) in r.into_iter().enumerate() {
+                            for (d, v) in row.into_iter().enumerate() {
+                                // SAFETY: i + d < i4 <= m; j + h is in this task's range.
+                                unsafe { out.set(i + d, j + h, v) };
+                            }
+                        }
+                    }
+                    for jj in j..j + 2 {
+                        for ii in i4..i1 {
+                            // SAFETY: as for `kern` below.
+                            unsafe { out.set(ii, jj, kern(w.row(jj), act(ii))) };
+                        }
+                    }
+                    j += 2;
+                }
+            }
+            for j in j..j1 {
                 let wrow = w.row(j);
                 let mut i = i0;
                 if let Some(k4) = kern4 {
