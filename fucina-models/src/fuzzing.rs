@@ -95,7 +95,8 @@ pub fn lm_case(base: &[u8], data: &[u8]) -> Result<()> {
                         }
                         ("tokenizer.ggml.tokens", Value::Array(Array::String(t))) if !t.is_empty() => {
                             let n = t.len();
-                            t[(x as usize) % n] = if at % 2 == 0 { Vec::new() } else { vec![at as u8; at % 7] };
+                            t[(x as usize) % n] =
+                                if at.is_multiple_of(2) { Vec::new() } else { vec![at as u8; at % 7] };
                         }
                         _ => {}
                     }

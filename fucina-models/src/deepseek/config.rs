@@ -195,7 +195,7 @@ impl DeepSeekConfig {
         if !self.qk_rope.is_multiple_of(2) {
             return bad(format!("rotary width {} is odd", self.qk_rope));
         }
-        let qk = self.qk_nope.checked_add(self.qk_rope).unwrap_or(usize::MAX);
+        let qk = self.qk_nope.saturating_add(self.qk_rope);
         product("query width (heads x key length)", &[self.heads, qk])?;
         product("value width (heads x value length)", &[self.heads, self.v_head])?;
         product("key and value decompression", &[self.heads, self.kv_lora, qk.max(self.v_head)])?;

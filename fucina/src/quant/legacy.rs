@@ -44,7 +44,7 @@ fn min_max(x: &[f32]) -> (f32, f32) {
 /// so `x * id` is ±inf (or NaN for zeros); the reference encoders then store 0.
 fn cast_low_byte(v: f32) -> u8 {
     const LIMIT: f32 = 2_147_483_648.0; // 2^31
-    if v.is_nan() || v >= LIMIT || v < -LIMIT {
+    if v.is_nan() || !(-LIMIT..LIMIT).contains(&v) {
         0
     } else {
         (v.trunc() as i32) as u8

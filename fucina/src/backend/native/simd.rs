@@ -203,6 +203,17 @@ pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Whether the CPU converts halves in hardware (F16C).
+pub fn has_f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *F16C.get_or_init(|| std::arch::is_x86_feature_detected!("f16c"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,15 +243,4 @@ mod tests {
         let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
         assert!((dot(&a, &b) - naive).abs() < 1e-3);
     }
-}
-
-/// Whether the CPU converts halves in hardware (F16C).
-pub fn has_f16c() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static F16C: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *F16C.get_or_init(|| std::arch::is_x86_feature_detected!("f16c"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
