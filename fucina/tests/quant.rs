@@ -296,3 +296,54 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
         }
     }
 }
+
+/// Several weights on the same activations in one call (`weight_matmul_many`, used for q/k/v
+/// and gate/up) give exactly what one call per weight gives, on both backends, whatever the
+/// split of rows over the pool.
+#[test]
+fn joint_weight_products_equal_separate_ones() {
+    use fucina::backend::fdot::FloatRow;
+    use fucina::backend::qdot_k::KFormat;
+    use fucina::backend::{BackendKind, WeightFormat, WeightMat};
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    let sets: [&[(WeightFormat, GgmlType)]; 3] = [
+        &[(WeightFormat::Q8_0, GgmlType::Q8_0); 3],
+        &[(WeightFormat::K(KFormat::Q4K), GgmlType::Q4_K), (WeightFormat::K(KFormat::Q6K), GgmlType::Q6_K)],
+        &[(WeightFormat::Float(FloatRow::F16), GgmlType::F16), (WeightFormat::Q4_0, GgmlType::Q4_0)],
+    ];
+    let k = 512;
+    for set in sets {
+        let rows = [37usize, 300, 129];
+        let data: Vec<Vec<u8>> = set
+            .iter()
+            .zip(rows)
+            .enumerate()
+            .map(|(t, ((_, ty), n))| quantize(*ty, &(0..n * k).map(|i| val(t + 1, i)).collect::<Vec<_>>()).unwrap())
+            .collect();
+        let mats: Vec<WeightMat> = set
+            .iter()
+            .zip(rows)
+            .zip(&data)
+            .map(|(((format, _), n), d)| WeightMat { format: *format, rows: n, cols: k, data: d })
+            .collect();
+        for kind in [BackendKind::Scalar, BackendKind::Native] {
+            let kern = kind.kernels();
+            for m in [1, 3, 5] {
+                let x: Vec<f32> = (0..m * k).map(|i| val(9, i)).collect();
+                let separate: Vec<Vec<f32>> = mats
+                    .iter()
+                    .map(|w| {
+                        let mut y = vec![0.0; m * w.rows];
+                        pool.install(|| kern.weight_matmul(w, &x, m, &mut y));
+                        y
+                    })
+                    .collect();
+                let mut joint: Vec<Vec<f32>> = mats.iter().map(|w| vec![0.0; m * w.rows]).collect();
+                let mut outs: Vec<&mut [f32]> = joint.iter_mut().map(|y| y.as_mut_slice()).collect();
+                pool.install(|| kern.weight_matmul_many(&mats, &x, m, &mut outs));
+                assert_eq!(joint, separate, "{kind:?} m={m} {:?}", set.iter().map(|s| s.1).collect::<Vec<_>>());
+            }
+        }
+    }
+}
