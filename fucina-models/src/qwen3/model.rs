@@ -275,11 +275,9 @@ impl Qwen3 {
         let (s, nkv, hd) = (x.size::<seq>(), c.kv_heads, c.head_dim);
         let g = c.heads / nkv;
         // Query head `kv * g + j` attends with kv head `kv`: split `heads` into (kv_head, group).
-        // q, k and v in one product call (one parallel region where the backend can).
-        let (q, k, v) = a.q.forward_triple(&a.k, &a.v, x)?;
-        let q: Tensor<axes![seq, kv_head, group, head_dim]> = q.reshape(&[s, nkv, g, hd])?;
-        let k: Tensor<axes![seq, kv_head, head_dim]> = k.reshape(&[s, nkv, hd])?;
-        let v: Tensor<axes![seq, kv_head, head_dim]> = v.reshape(&[s, nkv, hd])?;
+        let q: Tensor<axes![seq, kv_head, group, head_dim]> = a.q.forward(x)?.reshape(&[s, nkv, g, hd])?;
+        let k: Tensor<axes![seq, kv_head, head_dim]> = a.k.forward(x)?.reshape(&[s, nkv, hd])?;
+        let v: Tensor<axes![seq, kv_head, head_dim]> = a.v.forward(x)?.reshape(&[s, nkv, hd])?;
         let q = q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
         let k = k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
         let start = cache.len();
@@ -294,8 +292,9 @@ impl Qwen3 {
 impl Mlp {
     /// `down(silu(gate x) * up x)`.
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
-        let (gate, up) = self.gate.forward_pair(&self.up, x)?;
-        self.down.forward(&gate.silu()?.mul(&up)?)
+        let gate = self.gate.forward(x)?.silu()?;
+        let up = self.up.forward(x)?;
+        self.down.forward(&gate.mul(&up)?)
     }
 }
 

@@ -382,14 +382,6 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
     /// The whole weight decoded to f32 (`out [rows, cols]`).
     fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
-    /// `ys[t] = x ws[t]^T` for several weights sharing the activations (a layer's q, k, v;
-    /// gate and up): the same values as one [`Kernels::weight_matmul`] each, which is what
-    /// this default does; a backend may run them in one parallel region.
-    fn weight_matmul_many(&self, ws: &[WeightMat<'_>], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
-        for (w, y) in ws.iter().zip(ys.iter_mut()) {
-            self.weight_matmul(w, x, m, y);
-        }
-    }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {
         for (i, v) in out.iter_mut().enumerate() {

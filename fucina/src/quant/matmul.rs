@@ -135,59 +135,6 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
     }
 }
 
-impl<O: Axis, I: Axis> QWeight<O, I> {
-    /// `x W^T` and `x V^T` for two weights on the same input (gate and up), in one parallel
-    /// region where the backend can; the same values as two [`QWeight::forward`] calls.
-    pub fn forward_pair<B: Axis, O2: Axis>(
-        &self,
-        other: &QWeight<O2, I>,
-        x: &Tensor<(B, I)>,
-    ) -> Result<(Tensor<(B, O)>, Tensor<(B, O2)>)> {
-        let mut ys = joint(&[self.mat(), other.mat()], x, I::NAME)?.into_iter();
-        let m = x.shape()[0];
-        let (a, b) = (ys.next().unwrap_or_default(), ys.next().unwrap_or_default());
-        Ok((Tensor::from_vec(a, &[m, self.rows])?, Tensor::from_vec(b, &[m, other.rows])?))
-    }
-
-    /// Three weights on the same input (q, k, v), as [`QWeight::forward_pair`].
-    pub fn forward_triple<B: Axis, O2: Axis, O3: Axis>(
-        &self,
-        b: &QWeight<O2, I>,
-        c: &QWeight<O3, I>,
-        x: &Tensor<(B, I)>,
-    ) -> Result<(Tensor<(B, O)>, Tensor<(B, O2)>, Tensor<(B, O3)>)> {
-        let mut ys = joint(&[self.mat(), b.mat(), c.mat()], x, I::NAME)?.into_iter();
-        let m = x.shape()[0];
-        let (ya, yb, yc) =
-            (ys.next().unwrap_or_default(), ys.next().unwrap_or_default(), ys.next().unwrap_or_default());
-        Ok((
-            Tensor::from_vec(ya, &[m, self.rows])?,
-            Tensor::from_vec(yb, &[m, b.rows])?,
-            Tensor::from_vec(yc, &[m, c.rows])?,
-        ))
-    }
-}
-
-/// The products of several weights with the same activations `x [m, k]`, through
-/// `Kernels::weight_matmul_many`.
-fn joint<B: Axis, I: Axis>(mats: &[WeightMat<'_>], x: &Tensor<(B, I)>, axis: &str) -> Result<Vec<Vec<f32>>> {
-    let (m, k) = (x.shape()[0], x.shape()[1]);
-    for w in mats {
-        if w.cols != k {
-            return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: k, right: w.cols });
-        }
-    }
-    let ctx = ExecContext::current();
-    let xv = x.to_f32_vec();
-    let mut ys: Vec<Vec<f32>> = mats.iter().map(|w| vec![0.0f32; m * w.rows]).collect();
-    let work: usize = mats.iter().map(|w| m * w.rows * k).sum();
-    ctx.run(work, |kern| {
-        let mut outs: Vec<&mut [f32]> = ys.iter_mut().map(|y| y.as_mut_slice()).collect();
-        kern.weight_matmul_many(mats, &xv, m, &mut outs)
-    });
-    Ok(ys)
-}
-
 /// The product format of a ggml type, if it has one.
 pub(crate) fn weight_format(ty: GgmlType) -> Option<WeightFormat> {
     Some(match ty {

@@ -218,10 +218,6 @@ impl Kernels for Native {
         weights::weight_decode(w, out)
     }
 
-    fn weight_matmul_many(&self, ws: &[super::WeightMat<'_>], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
-        weights::weight_matmul_many(ws, x, m, ys)
-    }
-
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {
         const CHUNK: usize = 4096;
         let fill = |(c, chunk): (usize, &mut [f32])| {

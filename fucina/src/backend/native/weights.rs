@@ -34,93 +34,35 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     if w.format.takes_bf16(m, k) {
         return bf16_path(w, x, m, y);
     }
-    if let (WeightFormat::Float(fmt), true) = (w.format, m >= 2) {
-        // Register-tiled dot products straight from the stored rows (no packing).
-        let parallel = may_split(m * n * k, 1 << 18);
-        gemm_rows(m, n, k, x, w.data, fmt, y, parallel);
-        return;
-    }
-    let qa = quantized(w, x, m);
-    let fill = filler(w, x, m, &qa);
-    split_rows(n, m * n * k, y, fill)
-}
-
-/// Several products of the same activations (`ys[t] = x ws[t]^T`, e.g. a layer's q, k and
-/// v) in one parallel region: the rows of all matrices are split over the pool together,
-/// so a decode step wakes the workers once instead of once per matrix. Products the
-/// one-region path does not cover (bf16, float GEMMs) run one after another.
-pub fn weight_matmul_many(ws: &[WeightMat<'_>], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
-    assert_eq!(ws.len(), ys.len(), "weight_matmul_many: one output per weight");
-    let joint =
-        |w: &WeightMat<'_>| !w.format.takes_bf16(m, w.cols) && !(matches!(w.format, WeightFormat::Float(_)) && m >= 2);
-    if m == 0 || !ws.iter().all(joint) {
-        for (w, y) in ws.iter().zip(ys.iter_mut()) {
-            weight_matmul(w, x, m, y);
-        }
-        return;
-    }
-    for (w, y) in ws.iter().zip(ys.iter()) {
-        w.check(x, m, y);
-    }
-    let qas: Vec<Vec<u8>> = ws.iter().map(|w| quantized(w, x, m)).collect();
-    let fills: Vec<_> = ws.iter().zip(&qas).map(|(w, qa)| filler(w, x, m, qa)).collect();
-    let outs: Vec<Cols> = ws.iter().zip(ys.iter_mut()).map(|(w, y)| Cols { ptr: y.as_mut_ptr(), n: w.rows }).collect();
-    let total: usize = ws.iter().map(|w| w.rows).sum();
-    let work: usize = ws.iter().map(|w| m * w.rows * w.cols).sum();
-    let parallel = may_split(work, 1 << 17);
-    let per = if parallel { total.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024) } else { total.max(1) };
-    // Chunks never straddle two matrices.
-    let chunks: Vec<(usize, usize, usize)> = ws
-        .iter()
-        .enumerate()
-        .flat_map(|(t, w)| (0..w.rows).step_by(per).map(move |j0| (t, j0, (j0 + per).min(w.rows))))
-        .collect();
-    let run = |&(t, j0, j1): &(usize, usize, usize)| fills[t](j0, j1, &outs[t]);
-    if parallel {
-        chunks.par_iter().for_each(run);
-    } else {
-        chunks.iter().for_each(run);
-    }
-}
-
-/// The activations as the integer path of `w` reads them (empty for float weights).
-fn quantized(w: &WeightMat<'_>, x: &[f32], m: usize) -> Vec<u8> {
-    if matches!(w.format, WeightFormat::Float(_)) {
-        return Vec::new();
-    }
-    let a_row = activation_row_bytes(w.format, w.cols);
-    let mut qa = vec![0u8; m * a_row];
-    quantize_activations(w.format, x, w.cols, &mut qa);
-    qa
-}
-
-/// The filling of weight rows `j0..j1` for the one-row float path and the integer path.
-type Fill<'a> = Box<dyn Fn(usize, usize, &Cols) + Sync + 'a>;
-
-/// Builds the [`Fill`] of `w` over activations `x` (float) or `qa` (quantized).
-fn filler<'a>(w: &'a WeightMat<'a>, x: &'a [f32], m: usize, qa: &'a [u8]) -> Fill<'a> {
-    let k = w.cols;
     if let WeightFormat::Float(fmt) = w.format {
+        if m >= 2 {
+            // Register-tiled dot products straight from the stored rows (no packing).
+            let parallel = may_split(m * n * k, 1 << 18);
+            gemm_rows(m, n, k, x, w.data, fmt, y, parallel);
+            return;
+        }
         let kern = fdot::row_kernel(fmt);
-        return Box::new(move |j0: usize, j1: usize, out: &Cols| {
+        let fill = |j0: usize, j1: usize, out: &Cols| {
             for j in j0..j1 {
-                for i in 0..m {
-                    // SAFETY: the weight row holds `k` values of `fmt`, each activation row `k`
-                    // f32; i < m and j is in this task's range.
-                    unsafe { out.set(i, j, kern(w.row(j), &x[i * k..(i + 1) * k])) };
-                }
+                // SAFETY: the weight row holds `k` values of `fmt`, `x` one row of `k`; j is in
+                // this task's range.
+                unsafe { out.set(0, j, kern(w.row(j), &x[..k])) };
             }
-        });
+        };
+        return split_rows(n, m * n * k, y, fill);
     }
     let a_row = activation_row_bytes(w.format, k);
+    let mut qa = vec![0u8; m * a_row];
+    quantize_activations(w.format, x, k, &mut qa);
     let (kern, kern4, kern2x4): (RowDot, Option<RowDot4>, Option<RowDot2x4>) = match w.format {
         WeightFormat::K(f) => (qdot_k::row_kernel(f), qdot_k::row_kernel_x4(f), None),
         WeightFormat::Q4_0 => (qdot::row_kernel(true), qdot::row_kernel_x4(true), qdot::row_kernel_2x4(true)),
         _ => (qdot::row_kernel(false), qdot::row_kernel_x4(false), qdot::row_kernel_2x4(false)),
     };
+    let qa = &qa;
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
-    Box::new(move |j0: usize, j1: usize, out: &Cols| {
+    let fill = |j0: usize, j1: usize, out: &Cols| {
         let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
         for i0 in (0..m).step_by(ib) {
             let i1 = (i0 + ib).min(m);
@@ -172,7 +114,8 @@ fn filler<'a>(w: &'a WeightMat<'a>, x: &'a [f32], m: usize, qa: &'a [u8]) -> Fil
                 }
             }
         }
-    })
+    };
+    split_rows(n, m * n * k, y, fill)
 }
 
 /// The bf16 path: weight rows decoded to bf16 once per call (straight from the blocks on
