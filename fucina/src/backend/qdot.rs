@@ -147,23 +147,33 @@ mod avx2 {
         unsafe { hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) }
     }
 
+    /// The 32 signed values of one Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`, nibbles minus 8)
+    /// weight block.
+    ///
+    /// # Safety
+    /// AVX2 is enabled; `bw` is one whole block (its 16 or 32 quant bytes follow the scale).
+    #[inline(always)]
+    unsafe fn weight_block<const Q4: bool>(bw: &[u8]) -> __m256i {
+        if Q4 {
+            // SAFETY: a Q4_0 block has 16 nibble bytes after its scale.
+            let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
+            let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+            _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8))
+        } else {
+            // SAFETY: a Q8_0 block has 32 quant bytes after its scale.
+            unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
+        }
+    }
+
     /// One Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight row times `R` Q8_0 rows; the
     /// weight block is loaded and made unsigned once for all rows.
     #[inline(always)]
     unsafe fn dot_rows<const Q4: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
         let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
-        let low = _mm256_set1_epi8(0x0F);
-        let eight = _mm256_set1_epi8(8);
         let mut acc = [_mm256_setzero_ps(); R];
         for (bi, bw) in w.chunks_exact(wb).enumerate() {
-            // SAFETY (loads): blocks hold their 16 or 32 quant bytes after the 2-byte scale.
-            let x = if Q4 {
-                let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
-                let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-                _mm256_sub_epi8(_mm256_and_si256(both, low), eight)
-            } else {
-                unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
-            };
+            // SAFETY: the caller enables AVX2; `bw` is one whole block.
+            let x = unsafe { weight_block::<Q4>(bw) };
             let ax = _mm256_sign_epi8(x, x);
             // SAFETY: F16C is enabled by the caller.
             let dw = unsafe { scale_f16c(bw) };
@@ -187,8 +197,6 @@ mod avx2 {
     unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
         let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
         let nb = w[0].len() / wb;
-        let low = _mm256_set1_epi8(0x0F);
-        let eight = _mm256_set1_epi8(8);
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         for bi in 0..nb {
             let mut ys = [_mm256_setzero_si256(); 4];
@@ -204,14 +212,8 @@ mod avx2 {
             }
             for (h, wr) in w.iter().enumerate() {
                 let bw = &wr[bi * wb..(bi + 1) * wb];
-                // SAFETY (loads): blocks hold their 16 or 32 quant bytes after the 2-byte scale.
-                let x = if Q4 {
-                    let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
-                    let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-                    _mm256_sub_epi8(_mm256_and_si256(both, low), eight)
-                } else {
-                    unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
-                };
+                // SAFETY: the caller enables AVX2; `bw` is one whole block.
+                let x = unsafe { weight_block::<Q4>(bw) };
                 let ax = _mm256_sign_epi8(x, x);
                 // SAFETY: F16C is enabled by the caller.
                 let dw = unsafe { scale_f16c(bw) };
