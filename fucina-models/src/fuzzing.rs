@@ -53,7 +53,8 @@ fn value(kind: u8, x: u64) -> Value {
 /// rest of `data` as a prompt and generates up to two tokens. Returns the first error, if
 /// any; must never panic.
 pub fn lm_case(base: &[u8], data: &[u8]) -> Result<()> {
-    let mut h = parse(base)?;
+    let src = parse(base)?;
+    let mut h = src.clone();
     let mut b = Bytes(data);
     let edits = b.u8() % 6;
     let mut resized: Vec<Option<Vec<u64>>> = vec![None; h.tensors.len()];
@@ -119,7 +120,6 @@ pub fn lm_case(base: &[u8], data: &[u8]) -> Result<()> {
             return Err(FucinaError::InvalidArgument { op: "fuzz", msg: "resized tensor too large".into() });
         }
     }
-    let src = parse(base)?;
     assign_offsets(&mut h)?;
     let mut image = Vec::new();
     write_gguf_to(&mut image, &h, |i| {

@@ -122,8 +122,13 @@ impl<S> WriteDeadline<S> {
         WriteDeadline { inner, limit, blocked: None }
     }
 
-    /// Turns a pending write into a timeout error once the deadline passes.
-    fn on_pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+    /// Passes a write's outcome through: a pending write becomes a timeout error once it
+    /// has been pending for the limit; any progress resets the clock.
+    fn timed<T>(&mut self, r: Poll<std::io::Result<T>>, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        if r.is_ready() {
+            self.blocked = None;
+            return r;
+        }
         let limit = self.limit;
         let sleep = self.blocked.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         match sleep.as_mut().poll(cx) {
@@ -144,23 +149,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.blocked = None;
-                done
-            }
-        }
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.timed(r, cx)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.blocked = None;
-                done
-            }
-        }
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.timed(r, cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -172,13 +167,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.blocked = None;
-                done
-            }
-        }
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.timed(r, cx)
     }
 
     fn is_write_vectored(&self) -> bool {

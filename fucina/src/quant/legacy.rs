@@ -3,6 +3,8 @@
 //! Encoders reproduce gguf-py's numpy arithmetic (f32 throughout, scales stored as f16
 //! rounded to nearest even, `1/d` from the unrounded `d`), so they are byte-exact with it.
 
+use crate::backend::weights::decode_row;
+use crate::backend::WeightFormat;
 use half::f16;
 
 const QK: usize = 32;
@@ -71,13 +73,8 @@ pub fn quantize_q4_0(x: &[f32]) -> Vec<u8> {
 
 /// Decodes Q4_0.
 pub fn dequantize_q4_0(bytes: &[u8]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(bytes.len() / 18 * QK);
-    for b in bytes.chunks_exact(18) {
-        let d = rd(b, 0);
-        let qs = &b[2..];
-        out.extend((0..16).map(|i| d * ((qs[i] & 0x0F) as i8 - 8) as f32));
-        out.extend((0..16).map(|i| d * ((qs[i] >> 4) as i8 - 8) as f32));
-    }
+    let mut out = vec![0.0; bytes.len() / 18 * QK];
+    decode_row(WeightFormat::Q4_0, bytes, &mut out);
     out
 }
 
@@ -199,10 +196,7 @@ pub fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
 
 /// Decodes Q8_0.
 pub fn dequantize_q8_0(bytes: &[u8]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(bytes.len() / 34 * QK);
-    for b in bytes.chunks_exact(34) {
-        let d = rd(b, 0);
-        out.extend(b[2..].iter().map(|q| *q as i8 as f32 * d));
-    }
+    let mut out = vec![0.0; bytes.len() / 34 * QK];
+    decode_row(WeightFormat::Q8_0, bytes, &mut out);
     out
 }
