@@ -273,12 +273,15 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
             scalar.weight_decode(&w, &mut d0);
             pool.install(|| native.weight_decode(&w, &mut d1));
             assert_eq!(d0, d1, "{format:?} decode {n}x{k}");
-            for m in [1, 2, 3, 5, 7, 8, 9, 13, 33] {
+            let big = if n == 33 { &[64, 300][..] } else { &[] };
+            for &m in [1, 2, 3, 5, 7, 8, 9, 13, 31, 33].iter().chain(big) {
                 let x: Vec<f32> = (0..m * k).map(|i| val(m + 2, i)).collect();
                 let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
                 scalar.weight_matmul(&w, &x, m, &mut y0);
                 native.weight_matmul(&w, &x, m, &mut y1);
                 pool.install(|| native.weight_matmul(&w, &x, m, &mut y2));
+                // Splitting over threads never changes a sum's order: bit-identical results.
+                assert!(y1 == y2, "{format:?} m={m} n={n} k={k}: one thread and two differ");
                 // Same path, other summation order: relative to the sum of |products|.
                 for j in 0..m * n {
                     let (i, c) = (j / n, j % n);
@@ -291,6 +294,49 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
                             y0[j]
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Float weights with reduction lengths that are not a multiple of the vector width, through
+/// the packed GEMM (from 8 rows) and the row tiles below it: native against the scalar spec,
+/// and the same bits on one thread and two.
+#[test]
+fn float_weight_products_handle_ragged_lengths() {
+    use fucina::backend::fdot::FloatRow;
+    use fucina::backend::{BackendKind, WeightFormat, WeightMat};
+    let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    for (format, ty) in [
+        (WeightFormat::Float(FloatRow::F32), GgmlType::F32),
+        (WeightFormat::Float(FloatRow::F16), GgmlType::F16),
+        (WeightFormat::Float(FloatRow::BF16), GgmlType::BF16),
+    ] {
+        for (n, k) in [(19, 37), (40, 300), (5, 1)] {
+            let wf: Vec<f32> = (0..n * k).map(|i| val(1, i)).collect();
+            let data = fucina::quant::quantize(ty, &wf).unwrap();
+            let w = WeightMat { format, rows: n, cols: k, data: &data };
+            let mut d = vec![0.0; n * k];
+            scalar.weight_decode(&w, &mut d);
+            for m in [2, 7, 8, 17, 40] {
+                let x: Vec<f32> = (0..m * k).map(|i| val(m + 5, i)).collect();
+                let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
+                scalar.weight_matmul(&w, &x, m, &mut y0);
+                native.weight_matmul(&w, &x, m, &mut y1);
+                pool.install(|| native.weight_matmul(&w, &x, m, &mut y2));
+                assert!(y1 == y2, "{format:?} m={m} n={n} k={k}: one thread and two differ");
+                for j in 0..m * n {
+                    let (i, c) = (j / n, j % n);
+                    let mag: f32 = (0..k).map(|t| (x[i * k + t] * d[c * k + t]).abs()).sum::<f32>() + 1e-3;
+                    assert!(
+                        (y1[j] - y0[j]).abs() <= 2e-5 * mag,
+                        "{format:?} m={m} n={n} k={k} [{i},{c}]: {} vs {}",
+                        y1[j],
+                        y0[j]
+                    );
                 }
             }
         }

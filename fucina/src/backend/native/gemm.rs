@@ -12,7 +12,8 @@ use crate::backend::{FloatSlice, Gemm, MatRef};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
-const KC: usize = 256;
+/// The K block of the packed product: `kc <= KC` values per panel, `pc` a multiple of it.
+pub const KC: usize = 256;
 /// Rows of A per block when one thread runs (A block of 96..144 rows fits in L2).
 const MC_ROWS: usize = 96;
 const MC_ROWS_MAX: usize = 144;
@@ -64,12 +65,132 @@ fn gemm_one(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) {
     if gemv(g, bt, c, parallel) {
         return;
     }
+    let (a0, b0) = (g.a.offset + bt * g.a.bs, g.b.offset + bt * g.b.bs);
+    let sizes = (g.m, g.n, g.k);
     match simd::level() {
         #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => blocked::<12, 32>(g, bt, c, parallel, kernel_avx512),
+        Level::Avx512 => {
+            let pb =
+                |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_b::<32>(&g.b, b0, pc, kc, j0, g.n, panel);
+            blocked::<12, 32>(sizes, &g.a, a0, &pb, c, parallel, kernel_avx512)
+        }
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2Fma => blocked::<6, 16>(g, bt, c, parallel, kernel_avx2),
-        _ => blocked::<6, 16>(g, bt, c, parallel, kernel_portable::<6, 16>),
+        Level::Avx2Fma => {
+            let pb =
+                |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_b::<16>(&g.b, b0, pc, kc, j0, g.n, panel);
+            blocked::<6, 16>(sizes, &g.a, a0, &pb, c, parallel, kernel_avx2)
+        }
+        _ => {
+            let pb =
+                |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_b::<16>(&g.b, b0, pc, kc, j0, g.n, panel);
+            blocked::<6, 16>(sizes, &g.a, a0, &pb, c, parallel, kernel_portable::<6, 16>)
+        }
+    }
+}
+
+/// A producer of B panels: `pack(pc, kc, j0, panel)` writes `B[pc..pc+kc, j0..j0+NR]` as
+/// `panel[p * NR + jj]`, zero past the last column.
+pub type PackB<'a> = dyn Fn(usize, usize, usize, &mut [f32]) + Sync + 'a;
+
+/// `c [m, n] = x [m, k] * B` for a row-major f32 `x` and a `B [k, n]` given by its panel
+/// producer (e.g. weight rows decoded from a file format as they are packed); [`packed_nr`] is
+/// the panel width the producer writes and [`KC`] bounds its `kc`. Same kernels and blocking as [`gemm`].
+pub fn gemm_packed(m: usize, n: usize, k: usize, x: &[f32], pack: &PackB<'_>, c: &mut [f32], parallel: bool) {
+    assert!(x.len() >= m * k && c.len() >= m * n, "gemm_packed: sizes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(0.0);
+        return;
+    }
+    let c = &mut c[..m * n];
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => streamed::<12, 32>((m, n, k), x, pack, c, parallel, kernel_avx512),
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2Fma => streamed::<6, 16>((m, n, k), x, pack, c, parallel, kernel_avx2),
+        _ => streamed::<6, 16>((m, n, k), x, pack, c, parallel, kernel_portable::<6, 16>),
+    }
+}
+
+/// Activation rows per block of [`streamed`]: a packed `STREAM_MB x KC` block (256 KiB)
+/// stays in L2 while the task's B panels pass through L1.
+const STREAM_MB: usize = 256;
+
+/// The loop order of [`gemm_packed`], for a B that is produced panel by panel (decoded
+/// weights, read once from memory): tasks own ranges of B's columns; each packs an A block
+/// (at most [`STREAM_MB`] rows by [`KC`]), then produces one B panel at a time into L1 and
+/// runs every row tile of the block against it before the next.
+fn streamed<const MR: usize, const NR: usize>(
+    (m, n, k): (usize, usize, usize),
+    x: &[f32],
+    pack: &PackB<'_>,
+    c: &mut [f32],
+    parallel: bool,
+    kern: MicroKernel,
+) {
+    c.fill(0.0);
+    let a = MatRef { data: FloatSlice::F32(x), offset: 0, bs: 0, rs: k, cs: 1 };
+    let panels = n.div_ceil(NR);
+    let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
+    // About four column ranges per thread (whole panels), so a slow worker is covered.
+    let per = if threads > 1 { panels.div_ceil(4 * threads).max(1) } else { panels };
+    let cp = CPtr(c.as_mut_ptr());
+    let task = |t: usize| {
+        let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
+        let out = cp;
+        let mut bp = [0.0f32; KC * 32];
+        let bp = &mut bp[..KC * NR];
+        let mut i0 = 0;
+        while i0 < m {
+            let rows = STREAM_MB.min(m - i0);
+            let mut pc = 0;
+            while pc < k {
+                let kc = KC.min(k - pc);
+                with_buffer(&APACK, rows.div_ceil(MR) * MR * kc, |ap| {
+                    pack_a::<MR>(&a, 0, i0, rows, pc, kc, ap);
+                    for jp in p0..p1 {
+                        let panel = &mut bp[..kc * NR];
+                        pack(pc, kc, jp * NR, panel);
+                        let j0 = jp * NR;
+                        // SAFETY: this task alone writes columns of panels p0..p1 (so j0..j0+NR
+                        // clipped to n), rows i0..i0+rows; `bp` holds the one panel at index 0.
+                        unsafe {
+                            macro_block::<MR, NR>(
+                                ap,
+                                panel,
+                                kc,
+                                i0,
+                                rows,
+                                0,
+                                NR.min(n - j0),
+                                n,
+                                CPtr(out.0.add(j0)),
+                                kern,
+                            )
+                        };
+                    }
+                });
+                pc += kc;
+            }
+            i0 += rows;
+        }
+    };
+    let tasks = panels.div_ceil(per);
+    if parallel {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+}
+
+/// The panel width [`gemm_packed`]'s producer writes on this CPU.
+pub fn packed_nr() -> usize {
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => 32,
+        _ => 16,
     }
 }
 
@@ -96,15 +217,14 @@ fn gemv(g: &Gemm<'_>, bt: usize, c: &mut [f32], parallel: bool) -> bool {
 
 /// The packed, blocked product with an `MR x NR` micro-kernel.
 fn blocked<const MR: usize, const NR: usize>(
-    g: &Gemm<'_>,
-    bt: usize,
+    (m, n, k): (usize, usize, usize),
+    a: &MatRef<'_>,
+    a0: usize,
+    pack: &PackB<'_>,
     c: &mut [f32],
     parallel: bool,
     kern: MicroKernel,
 ) {
-    let (m, n, k) = (g.m, g.n, g.k);
-    let a0 = g.a.offset + bt * g.a.bs;
-    let b0 = g.b.offset + bt * g.b.bs;
     c.fill(0.0);
     let n_pad = n.div_ceil(NR) * NR;
     let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
@@ -122,7 +242,7 @@ fn blocked<const MR: usize, const NR: usize>(
         while pc < k {
             let kc = KC.min(k - pc);
             let bp = &mut bp_all[..kc * n_pad];
-            let pack_panel = |(jp, panel): (usize, &mut [f32])| pack_b::<NR>(&g.b, b0, pc, kc, jp * NR, n, panel);
+            let pack_panel = |(jp, panel): (usize, &mut [f32])| pack(pc, kc, jp * NR, panel);
             if parallel {
                 bp.par_chunks_mut(kc * NR).enumerate().for_each(pack_panel);
             } else {
@@ -134,7 +254,7 @@ fn blocked<const MR: usize, const NR: usize>(
                 let (i0, rows) = (ib * mc, mc.min(m - ib * mc));
                 let (j0, cols) = (jb * nchunk, nchunk.min(n - jb * nchunk));
                 with_buffer(&APACK, rows.div_ceil(MR) * MR * kc, |ap| {
-                    pack_a::<MR>(&g.a, a0, i0, rows, pc, kc, ap);
+                    pack_a::<MR>(a, a0, i0, rows, pc, kc, ap);
                     // SAFETY: task (ib, jb) writes only rows i0..i0+rows and columns j0..j0+cols of C.
                     unsafe { macro_block::<MR, NR>(ap, bp, kc, i0, rows, j0, cols, n, cp, kern) };
                 });
@@ -170,6 +290,82 @@ fn with_buffer<R>(
         // Re-entered on this thread (a nested gemm): use a fresh buffer.
         Err(_) => f(&mut vec![0.0f32; len]),
     })
+}
+
+/// Writes `rows` (`nr` rows of `kc` values at stride `stride`; rows past `cols` are ignored)
+/// transposed into a B panel: `panel[p * nr + jj] = rows[jj * stride + p]`, zero for
+/// `jj >= cols`. `nr` is a multiple of 8 ([`packed_nr`]).
+pub fn transpose_into_panel(rows: &[f32], stride: usize, cols: usize, kc: usize, nr: usize, panel: &mut [f32]) {
+    assert!(nr.is_multiple_of(8) && cols <= nr && panel.len() >= kc * nr, "transpose_into_panel: sizes");
+    assert!(cols == 0 || rows.len() >= (cols - 1) * stride + kc, "transpose_into_panel: rows");
+    let mut p0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if simd::level().has_avx2() && cols == nr {
+        p0 = kc / 8 * 8;
+        for g in 0..nr / 8 {
+            for p in (0..p0).step_by(8) {
+                // SAFETY: AVX2 is present; rows g*8..g*8+8 hold values p..p+8 (p + 8 <= kc and
+                // all nr rows are given); panel rows p..p+8 have nr values.
+                unsafe {
+                    x86_transpose8(
+                        rows.as_ptr().add(g * 8 * stride + p),
+                        stride,
+                        panel.as_mut_ptr().add(p * nr + g * 8),
+                        nr,
+                    )
+                };
+            }
+        }
+    }
+    for p in p0..kc {
+        let out = &mut panel[p * nr..(p + 1) * nr];
+        for (jj, o) in out.iter_mut().enumerate() {
+            *o = if jj < cols { rows[jj * stride + p] } else { 0.0 };
+        }
+    }
+}
+
+/// Transposes an 8x8 block: `dst[q * ld_dst + r] = src[r * ld_src + q]`.
+///
+/// # Safety
+/// AVX2 is present; `src` holds 8 rows of 8 floats at stride `ld_src`, `dst` 8 rows at `ld_dst`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn x86_transpose8(src: *const f32, ld_src: usize, dst: *mut f32, ld_dst: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's bounds.
+    unsafe {
+        let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ld_src)));
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        let o = [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ];
+        for (q, v) in o.into_iter().enumerate() {
+            _mm256_storeu_ps(dst.add(q * ld_dst), v);
+        }
+    }
 }
 
 /// Packs `B[pc..pc+kc, j0..j0+NR]` into `panel[p*NR + jj]`, zero-padding past `n`.

@@ -9,6 +9,7 @@ mod elementwise;
 mod frames;
 pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
+pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
 mod reduce;
 mod rowgemm;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};

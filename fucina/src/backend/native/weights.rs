@@ -10,10 +10,16 @@ use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
     activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightMat,
 };
-use super::{decode_row_bf16, gemm_rows, gemm_rows_bf16, has_bf16_dot, in_serial, BlockRow};
+use super::simd::prefetch;
+use super::{
+    decode_row_bf16, gemm_packed, gemm_rows, gemm_rows_bf16, has_bf16_dot, in_serial, packed_nr, transpose_into_panel,
+    BlockRow, GEMM_KC,
+};
 use rayon::prelude::*;
 
 thread_local! {
+    /// The weight rows of one packed panel, decoded (scratch of the packed path).
+    static PANEL_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// A decoded weight row (scratch of the bf16 path).
     static ROW_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -34,7 +40,25 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     if w.format.takes_bf16(m, k) {
         return bf16_path(w, x, m, y);
     }
+    let packed = match w.format {
+        WeightFormat::Float(_) => m >= PACKED_BATCH,
+        f => f.takes_f32(m, k),
+    };
+    if packed {
+        // The packed f32 GEMM, weight rows decoded to f32 as their panels are packed.
+        let parallel = may_split(m * n * k, 1 << 18);
+        let pack = |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_weight_panel(w, pc, kc, j0, panel);
+        gemm_packed(m, n, k, x, &pack, y, parallel);
+        return;
+    }
     if let WeightFormat::Float(fmt) = w.format {
+        if m >= PACKED_BATCH {
+            // The packed f32 GEMM, weight rows decoded to f32 as their panels are packed.
+            let parallel = may_split(m * n * k, 1 << 18);
+            let pack = |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_weight_panel(w, pc, kc, j0, panel);
+            gemm_packed(m, n, k, x, &pack, y, parallel);
+            return;
+        }
         if m >= 2 {
             // Register-tiled dot products straight from the stored rows (no packing).
             let parallel = may_split(m * n * k, 1 << 18);
@@ -155,6 +179,30 @@ fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     };
     let parallel = may_split(m * n * k, 1 << 18);
     gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
+}
+
+/// From this many activation rows on, float weights take the packed GEMM.
+const PACKED_BATCH: usize = 8;
+
+/// Writes the panel of weight rows `j0..j0 + nr` (B's columns), values `pc..pc + kc`, decoded
+/// to f32: `panel[p * nr + jj]`, zero past the last row (`nr` = [`packed_nr`]).
+fn pack_weight_panel(w: &WeightMat<'_>, pc: usize, kc: usize, j0: usize, panel: &mut [f32]) {
+    let nr = packed_nr();
+    let cols = nr.min(w.rows - j0);
+    let (b0, b1) = (w.format.row_bytes(pc), w.format.row_bytes(pc + kc));
+    PANEL_ROWS.with(|cell| {
+        let mut rows = cell.borrow_mut();
+        rows.resize(nr * GEMM_KC, 0.0);
+        for jj in 0..cols {
+            decode_row(w.format, &w.row(j0 + jj)[b0..b1], &mut rows[jj * GEMM_KC..jj * GEMM_KC + kc]);
+        }
+        transpose_into_panel(&rows, GEMM_KC, cols, kc, nr, panel);
+    });
+    // The next panel of the same K block is the next one a task asks for: start its reads
+    // now, so they overlap this panel's arithmetic.
+    for j in (j0 + nr..w.rows).take(nr) {
+        prefetch(&w.row(j)[b0..b1]);
+    }
 }
 
 /// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
