@@ -222,7 +222,7 @@ pub fn prefetch(bytes: &[u8]) {
     for off in (0..bytes.len()).step_by(64) {
         // SAFETY: a prefetch is a hint that never faults; SSE is part of x86-64.
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().add(off).cast())
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(bytes.as_ptr().add(off).cast())
         };
     }
     #[cfg(not(target_arch = "x86_64"))]
