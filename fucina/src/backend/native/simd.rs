@@ -214,7 +214,7 @@ pub fn has_f16c() -> bool {
     false
 }
 
-/// Hints the CPU to bring the cache lines of `bytes` towards L1 (a no-op where there is no
+/// Hints the CPU to bring the cache lines of `bytes` into L2 (a no-op where there is no
 /// prefetch instruction). Reads nothing and never faults.
 #[inline]
 pub fn prefetch(bytes: &[u8]) {
