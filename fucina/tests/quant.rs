@@ -275,28 +275,43 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
             assert_eq!(d0, d1, "{format:?} decode {n}x{k}");
             let big = if n == 33 { &[64, 300][..] } else { &[] };
             for &m in [1, 2, 3, 5, 7, 8, 9, 13, 31, 33].iter().chain(big) {
-                let x: Vec<f32> = (0..m * k).map(|i| val(m + 2, i)).collect();
-                let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
-                scalar.weight_matmul(&w, &x, m, &mut y0);
-                native.weight_matmul(&w, &x, m, &mut y1);
-                pool.install(|| native.weight_matmul(&w, &x, m, &mut y2));
-                // Splitting over threads never changes a sum's order: bit-identical results.
-                assert!(y1 == y2, "{format:?} m={m} n={n} k={k}: one thread and two differ");
-                // Same path, other summation order: relative to the sum of |products|.
-                for j in 0..m * n {
-                    let (i, c) = (j / n, j % n);
-                    let mag: f32 = (0..k).map(|t| (x[i * k + t] * d0[c * k + t]).abs()).sum::<f32>() + 1e-3;
-                    for (name, y) in [("native", &y1), ("native on a pool", &y2)] {
-                        assert!(
-                            (y[j] - y0[j]).abs() <= 2e-5 * mag,
-                            "{format:?} {name} m={m} n={n} k={k} [{i},{c}]: {} vs {} (scale {mag})",
-                            y[j],
-                            y0[j]
-                        );
-                    }
-                }
+                check_weight_product(&w, &d0, m, m + 2, &pool);
             }
         }
+    }
+}
+
+/// Runs one product `x [m, k] W^T` (activations from `seed`) on the scalar backend, the
+/// native one and the native one on a two-thread pool: the two native results must be the
+/// same bits (splitting over threads never changes a sum's order) and within 2e-5 of the
+/// spec relative to the sum of |products| (same path, other summation order). `decoded` is
+/// the weight decoded by the spec.
+fn check_weight_product(
+    w: &fucina::backend::WeightMat<'_>,
+    decoded: &[f32],
+    m: usize,
+    seed: usize,
+    pool: &rayon::ThreadPool,
+) {
+    use fucina::backend::BackendKind;
+    let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
+    let (n, k, format) = (w.rows, w.cols, w.format);
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    let x: Vec<f32> = (0..m * k).map(|i| val(seed, i)).collect();
+    let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
+    scalar.weight_matmul(w, &x, m, &mut y0);
+    native.weight_matmul(w, &x, m, &mut y1);
+    pool.install(|| native.weight_matmul(w, &x, m, &mut y2));
+    assert!(y1 == y2, "{format:?} m={m} n={n} k={k}: one thread and two differ");
+    for j in 0..m * n {
+        let (i, c) = (j / n, j % n);
+        let mag: f32 = (0..k).map(|t| (x[i * k + t] * decoded[c * k + t]).abs()).sum::<f32>() + 1e-3;
+        assert!(
+            (y1[j] - y0[j]).abs() <= 2e-5 * mag,
+            "{format:?} m={m} n={n} k={k} [{i},{c}]: {} vs {} (scale {mag})",
+            y1[j],
+            y0[j]
+        );
     }
 }
 
@@ -307,7 +322,7 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
 fn float_weight_products_handle_ragged_lengths() {
     use fucina::backend::fdot::FloatRow;
     use fucina::backend::{BackendKind, WeightFormat, WeightMat};
-    let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
+    let scalar = BackendKind::Scalar.kernels();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
     for (format, ty) in [
@@ -322,22 +337,7 @@ fn float_weight_products_handle_ragged_lengths() {
             let mut d = vec![0.0; n * k];
             scalar.weight_decode(&w, &mut d);
             for m in [2, 7, 8, 17, 40] {
-                let x: Vec<f32> = (0..m * k).map(|i| val(m + 5, i)).collect();
-                let (mut y0, mut y1, mut y2) = (vec![0.0; m * n], vec![0.0; m * n], vec![0.0; m * n]);
-                scalar.weight_matmul(&w, &x, m, &mut y0);
-                native.weight_matmul(&w, &x, m, &mut y1);
-                pool.install(|| native.weight_matmul(&w, &x, m, &mut y2));
-                assert!(y1 == y2, "{format:?} m={m} n={n} k={k}: one thread and two differ");
-                for j in 0..m * n {
-                    let (i, c) = (j / n, j % n);
-                    let mag: f32 = (0..k).map(|t| (x[i * k + t] * d[c * k + t]).abs()).sum::<f32>() + 1e-3;
-                    assert!(
-                        (y1[j] - y0[j]).abs() <= 2e-5 * mag,
-                        "{format:?} m={m} n={n} k={k} [{i},{c}]: {} vs {}",
-                        y1[j],
-                        y0[j]
-                    );
-                }
+                check_weight_product(&w, &d, m, m + 5, &pool);
             }
         }
     }
