@@ -9,6 +9,7 @@ mod elementwise;
 mod frames;
 pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
+mod kgemm;
 pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
 mod reduce;
 mod rowgemm;

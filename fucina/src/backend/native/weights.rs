@@ -1,7 +1,9 @@
 //! The native paths of weight products (`backend::weights` states what each computes):
-//! register-tiled float GEMM from the stored rows, integer row kernels (four activation rows
-//! per weight unpack where the CPU has them), the bf16 GEMM with decoders straight to bf16
-//! on AVX-512 BF16; split over the pool by ranges of weight rows when the product is large.
+//! register-tiled float GEMM from the stored rows and the packed f32 GEMM fed by decoded
+//! weight panels, integer row kernels (four activation rows per weight unpack where the CPU
+//! has them), the K-quant tile GEMM for batches ([`kgemm`]), the bf16 GEMM with decoders
+//! straight to bf16 on AVX-512 BF16; split over the pool by ranges of weight rows when the
+//! product is large.
 
 use super::super::fdot;
 use super::super::qdot;
@@ -10,6 +12,7 @@ use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
     activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightMat,
 };
+use super::kgemm;
 use super::simd::prefetch;
 use super::{
     decode_row_bf16, gemm_packed, gemm_rows, gemm_rows_bf16, has_bf16_dot, in_serial, packed_nr, transpose_into_panel,
@@ -84,6 +87,19 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
         _ => (qdot::row_kernel(false), qdot::row_kernel_x4(false), qdot::row_kernel_2x4(false)),
     };
     let qa = &qa;
+    if let WeightFormat::K(f) = w.format {
+        if m >= KGEMM_BATCH && kgemm::available() {
+            // Unpacked super-block tiles against eight activation rows at a time.
+            let fill = |j0: usize, j1: usize, out: &Cols| {
+                let set = |i: usize, j: usize, v: f32| {
+                    // SAFETY: the tile GEMM reports i < m and j in j0..j1, this task's range.
+                    unsafe { out.set(i, j, v) }
+                };
+                kgemm::fill_rows(f, |j| w.row(j), k, qa, a_row, m, (j0, j1), set);
+            };
+            return split_rows(n, m * n * k, y, fill);
+        }
+    }
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
     let fill = |j0: usize, j1: usize, out: &Cols| {
@@ -180,6 +196,9 @@ fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     let parallel = may_split(m * n * k, 1 << 18);
     gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
 }
+
+/// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
+const KGEMM_BATCH: usize = 16;
 
 /// From this many activation rows on, float weights take the packed GEMM.
 const PACKED_BATCH: usize = 8;
