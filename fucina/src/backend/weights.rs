@@ -28,7 +28,7 @@ pub const BF16_BATCH: usize = 8;
 
 /// From this many activation rows on, Q8_0 and Q4_0 weights take the decoded-f32 path where
 /// they do not take the bf16 one.
-pub const F32_BATCH: usize = 32;
+pub const F32_BATCH: usize = 20;
 
 /// The formats a weight matrix may be stored in for products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -134,6 +134,9 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
             }
             for j in j..j1 {
                 let wrow = w.row(j);
+                if j + PREFETCH_ROWS < j1 {
+                    prefetch(w.row(j + PREFETCH_ROWS));
+                }
                 let mut i = i0;
                 if let Some(k4) = kern4 {
                     while i + 4 <= i1 {
@@ -196,6 +199,9 @@ fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     let parallel = may_split(m * n * k, 1 << 18);
     gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
 }
+
+/// How many weight rows ahead the row kernels start reading.
+const PREFETCH_ROWS: usize = 4;
 
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
 const KGEMM_BATCH: usize = 16;
