@@ -134,7 +134,9 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
             }
             for j in j..j1 {
                 let wrow = w.row(j);
-                if j + PREFETCH_ROWS < j1 {
+                // Decode only: with several activation rows the kernel's own reads keep the
+                // hardware prefetcher ahead, and the extra requests cost (measured).
+                if m == 1 && j + PREFETCH_ROWS < j1 {
                     prefetch(w.row(j + PREFETCH_ROWS));
                 }
                 let mut i = i0;
@@ -200,7 +202,7 @@ fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
 }
 
-/// How many weight rows ahead the row kernels start reading.
+/// How many weight rows ahead the integer row kernels start reading in decode.
 const PREFETCH_ROWS: usize = 4;
 
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
