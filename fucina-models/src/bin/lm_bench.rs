@@ -11,7 +11,8 @@ use std::time::Instant;
 /// Prints one `RESULT <test> <tok/s>` line per repetition, for scripts. Before the tests, a
 /// read-bandwidth probe (the same threads summing a buffer eight times the last-level cache)
 /// gives the machine's memory bandwidth (`PROBE read_gbs <GB/s>`); each decode result is
-/// also given as the bytes of weights it streams per token times tok/s, as a fraction of
+/// also given as the bytes of weights it streams per token (for a MoE: the dense weights and
+/// the used share of the routed experts) times tok/s, as a fraction of
 /// that bandwidth (`RESULT tgN_bw <fraction>`).
 #[derive(Parser, Debug)]
 #[command(version)]
@@ -103,7 +104,25 @@ fn main() {
 /// it reads one row), unless the output head is tied to it.
 fn decode_bytes(h: &fucina::formats::gguf::GgufHeader) -> u64 {
     let tied = !h.tensors.iter().any(|t| t.name == "output.weight");
-    h.tensors.iter().filter(|t| tied || t.name != "token_embd.weight").map(|t| t.nbytes().map_or(0, |b| b as u64)).sum()
+    // Stacked routed experts (`*_exps`): a token reads `expert_used_count` of `expert_count`.
+    let arch = h.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
+    let meta = |k: &str| h.get(&format!("{arch}.{k}")).and_then(|v| v.as_u64()).filter(|v| *v > 0);
+    let (used, total) = match (meta("expert_used_count"), meta("expert_count")) {
+        (Some(u), Some(t)) if u <= t => (u, t),
+        _ => (1, 1),
+    };
+    h.tensors
+        .iter()
+        .filter(|t| tied || t.name != "token_embd.weight")
+        .map(|t| {
+            let b = t.nbytes().map_or(0, |b| b as u64);
+            if t.name.contains("_exps") {
+                b / total * used
+            } else {
+                b
+            }
+        })
+        .sum()
 }
 
 /// The best of five timed reads of a buffer far larger than the caches, split over the
