@@ -136,8 +136,13 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
                 let wrow = w.row(j);
                 // Decode only: with several activation rows the kernel's own reads keep the
                 // hardware prefetcher ahead, and the extra requests cost (measured).
-                if m == 1 && j + PREFETCH_ROWS < j1 {
-                    prefetch(w.row(j + PREFETCH_ROWS));
+                if m == 1 {
+                    // The bytes one row long that lie PREFETCH_BYTES ahead of this row (rows
+                    // are contiguous), clipped to this task's rows.
+                    let rb = wrow.len();
+                    let end = ((j + 1) * rb + PREFETCH_BYTES).min(j1 * rb);
+                    let start = (j * rb + PREFETCH_BYTES).min(end);
+                    prefetch(&w.data[start..end]);
                 }
                 let mut i = i0;
                 if let Some(k4) = kern4 {
@@ -202,8 +207,9 @@ fn bf16_path(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     gemm_rows_bf16(m, n, k, &xb, &decode, y, parallel);
 }
 
-/// How many weight rows ahead the integer row kernels start reading in decode.
-const PREFETCH_ROWS: usize = 4;
+/// How far ahead of the row in hand the integer row kernels start reading in decode: a
+/// distance in bytes, not rows, so long rows (DeepSeek's experts) do not prefetch too far.
+const PREFETCH_BYTES: usize = 4096;
 
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
 const KGEMM_BATCH: usize = 16;
