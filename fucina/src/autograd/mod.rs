@@ -1,7 +1,7 @@
 //! Autograd with the graph implicit in the values.
 //!
 //! Inside an exec scope (`ctx.open_exec_scope()`) each op whose inputs are tracked
-//! attaches a [`Node`](node::Node) to its result: the op's backward function and
+//! attaches a `Node` to its result: the op's backward function and
 //! pointers to its inputs' nodes. There is no graph object and no tape. `loss.backward(&ctx)`
 //! walks the pointers from the loss, gives each node an atomic count of its consumers,
 //! and runs a node's backward as soon as that count drains, on the context's bounded

@@ -242,7 +242,7 @@ impl ExecContext {
         self.inner.buffers.take(len)
     }
 
-    /// Wraps an f32 buffer (from [`alloc`](Self::alloc)) as a contiguous tensor that returns it to the pool.
+    /// Wraps an f32 buffer (from `alloc`) as a contiguous tensor that returns it to the pool.
     pub fn wrap_f32(&self, data: Vec<f32>, shape: &[usize]) -> Result<RawTensor> {
         let storage = Arc::new(Storage::pooled(Buffer::F32(data), self.inner.buffers.clone()));
         RawTensor::from_storage(storage, Layout::contiguous(shape))

@@ -94,7 +94,8 @@ pub type PackB<'a> = dyn Fn(usize, usize, usize, &mut [f32]) + Sync + 'a;
 
 /// `c [m, n] = x [m, k] * B` for a row-major f32 `x` and a `B [k, n]` given by its panel
 /// producer (e.g. weight rows decoded from a file format as they are packed); [`packed_nr`] is
-/// the panel width the producer writes and [`KC`] bounds its `kc`. Same kernels and blocking as [`gemm`].
+/// the panel width the producer writes and [`KC`] bounds its `kc`. The micro-kernels are
+/// those of `gemm`; the loop order is `streamed`'s.
 pub fn gemm_packed(m: usize, n: usize, k: usize, x: &[f32], pack: &PackB<'_>, c: &mut [f32], parallel: bool) {
     assert!(x.len() >= m * k && c.len() >= m * n, "gemm_packed: sizes");
     if m == 0 || n == 0 {

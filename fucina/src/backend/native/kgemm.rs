@@ -319,6 +319,18 @@ mod tests {
     use super::super::super::qdot_k::{dot_k_q8_k_scalar, quantize_row_q8_k};
     use super::*;
 
+    /// `n` arbitrary bytes from a xorshift generator.
+    fn bytes(seed: &mut u64, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                *seed ^= *seed << 13;
+                *seed ^= *seed >> 7;
+                *seed ^= *seed << 17;
+                (*seed >> 24) as u8
+            })
+            .collect()
+    }
+
     /// The tile GEMM gives the scalar spec's dots bit for bit, over a partial panel of
     /// weight rows and a partial group of activation rows.
     #[test]
@@ -338,14 +350,7 @@ mod tests {
         for f in [KFormat::Q2K, KFormat::Q3K, KFormat::Q4K, KFormat::Q5K, KFormat::Q6K] {
             let rb = k / QK_K * f.block_bytes();
             // Arbitrary bytes, with each block's f16 scales set to finite values.
-            let mut w: Vec<u8> = (0..n * rb)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    (seed >> 24) as u8
-                })
-                .collect();
+            let mut w = bytes(&mut seed, n * rb);
             let d_at: &[usize] = match f {
                 KFormat::Q2K => &[80, 82],
                 KFormat::Q3K => &[108],
@@ -379,14 +384,7 @@ mod tests {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for f in [KFormat::Q2K, KFormat::Q3K, KFormat::Q4K, KFormat::Q5K, KFormat::Q6K] {
             for _ in 0..200 {
-                let block: Vec<u8> = (0..f.block_bytes())
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        (seed >> 24) as u8
-                    })
-                    .collect();
+                let block = bytes(&mut seed, f.block_bytes());
                 let (mut a, mut b) = (KTile::default(), KTile::default());
                 fill_tile(f, &block, &mut a);
                 fill_tile_fast(f, &block, &mut b);
