@@ -316,8 +316,8 @@ fn check_weight_product(
 }
 
 /// Float weights with reduction lengths that are not a multiple of the vector width, through
-/// the packed GEMM (from 8 rows) and the row tiles below it: native against the scalar spec,
-/// and the same bits on one thread and two.
+/// the packed GEMM (from 8 rows on AVX2, from 1024 on AVX-512) and the row tiles below it:
+/// native against the scalar spec, and the same bits on one thread and two.
 #[test]
 fn float_weight_products_handle_ragged_lengths() {
     use fucina::backend::fdot::FloatRow;
@@ -336,7 +336,7 @@ fn float_weight_products_handle_ragged_lengths() {
             let w = WeightMat { format, rows: n, cols: k, data: &data };
             let mut d = vec![0.0; n * k];
             scalar.weight_decode(&w, &mut d);
-            for m in [2, 7, 8, 17, 40] {
+            for m in [2, 7, 8, 17, 40, 1030] {
                 check_weight_product(&w, &d, m, m + 5, &pool);
             }
         }

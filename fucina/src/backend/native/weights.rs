@@ -44,7 +44,7 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
         return bf16_path(w, x, m, y);
     }
     let packed = match w.format {
-        WeightFormat::Float(_) => m >= PACKED_BATCH,
+        WeightFormat::Float(_) => m >= packed_batch(),
         f => f.takes_f32(m, k),
     };
     if packed {
@@ -55,13 +55,6 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
         return;
     }
     if let WeightFormat::Float(fmt) = w.format {
-        if m >= PACKED_BATCH {
-            // The packed f32 GEMM, weight rows decoded to f32 as their panels are packed.
-            let parallel = may_split(m * n * k, 1 << 18);
-            let pack = |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_weight_panel(w, pc, kc, j0, panel);
-            gemm_packed(m, n, k, x, &pack, y, parallel);
-            return;
-        }
         if m >= 2 {
             // Register-tiled dot products straight from the stored rows (no packing).
             let parallel = may_split(m * n * k, 1 << 18);
@@ -214,8 +207,25 @@ const PREFETCH_BYTES: usize = 4096;
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
 const KGEMM_BATCH: usize = 16;
 
-/// From this many activation rows on, float weights take the packed GEMM.
+/// From this many activation rows on, float weights take the packed GEMM (AVX2 and
+/// portable builds).
 const PACKED_BATCH: usize = 8;
+
+/// From this many activation rows on, float weights take the packed GEMM on AVX-512. The
+/// 4x6 register tiles of dot products straight from the stored rows (16 lanes, f16 widened
+/// in the load) beat decoding panels and packing them at every batch measured, up to 512
+/// rows (Qwen3-0.6B F16 on Zen 4, 2 threads: pp16 53-58 -> 97-108 tok/s, pp256 and pp512
+/// 8-15 % faster; docs/BENCHMARK.md); on AVX2 the 3x4 tiles lose to the packed GEMM from 8.
+const PACKED_BATCH_AVX512: usize = 1024;
+
+/// The batch from which float weights take the packed GEMM on this CPU.
+fn packed_batch() -> usize {
+    if super::simd::level() == super::simd::Level::Avx512 {
+        PACKED_BATCH_AVX512
+    } else {
+        PACKED_BATCH
+    }
+}
 
 /// Writes the panel of weight rows `j0..j0 + nr` (B's columns), values `pc..pc + kc`, decoded
 /// to f32: `panel[p * nr + jj]`, zero past the last row (`nr` = [`packed_nr`]).
