@@ -210,6 +210,9 @@ pub fn dot_k_q8_k_scalar(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, KFormat, Q8_K_BYTES};
     use std::arch::x86_64::*;
@@ -263,7 +266,7 @@ mod avx2 {
     /// super-block, from its 12 packed bytes: the same unpacking as [`super::scale_min_k4`],
     /// done on whole words.
     #[inline(always)]
-    unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
+    pub(super) unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
         let w = |i: usize| u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
         let (w0, w1, w2) = (w(0), w(1), w(2));
         let (low6, low4, top2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
@@ -527,6 +530,14 @@ pub use super::rowdot::{RowDot, RowDot4};
 /// A four-row kernel for `f` where one exists (Q4_K, Q5_K, Q6_K on AVX2).
 pub fn row_kernel_x4(f: KFormat) -> Option<RowDot4> {
     #[cfg(target_arch = "x86_64")]
+    if super::native::simd::has_avx512_int() {
+        match f {
+            KFormat::Q4K => return Some(avx512::dot_q4k_x4),
+            KFormat::Q6K => return Some(avx512::dot_q6k_x4),
+            _ => {}
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
     if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         return match f {
             KFormat::Q4K => Some(avx2::dot_q4k_x4),
@@ -542,6 +553,14 @@ pub fn row_kernel_x4(f: KFormat) -> Option<RowDot4> {
 /// The fastest available kernel for K-quant format `f`, chosen once per matrix product.
 /// Calling it is safe for rows of whole blocks of `f` and matching Q8_K rows.
 pub fn row_kernel(f: KFormat) -> RowDot {
+    #[cfg(target_arch = "x86_64")]
+    if super::native::simd::has_avx512_int() {
+        match f {
+            KFormat::Q4K => return avx512::dot_q4k,
+            KFormat::Q6K => return avx512::dot_q6k,
+            _ => {}
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if super::native::simd::level().has_avx2() && super::native::simd::has_f16c() {
         return match f {

@@ -203,6 +203,24 @@ pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Whether the AVX-512 integer kernels may run: the AVX-512 level (not turned off with
+/// `FUCINA_NO_AVX512`) with BW, VL and VNNI, and F16C.
+pub fn has_avx512_int() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static INT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *INT.get_or_init(|| {
+            level() == Level::Avx512
+                && has_f16c()
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Whether the CPU converts halves in hardware (F16C).
 pub fn has_f16c() -> bool {
     #[cfg(target_arch = "x86_64")]
