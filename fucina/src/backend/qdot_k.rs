@@ -263,18 +263,26 @@ mod avx2 {
     }
 
     /// The eight 6-bit scales (bytes 0..8) and minimums (bytes 8..16) of a Q4_K/Q5_K
-    /// super-block, from its 12 packed bytes: the same unpacking as [`super::scale_min_k4`],
-    /// done on whole words.
+    /// super-block, from the 12 packed bytes at the start of `sc` (which holds at least 16
+    /// bytes: the block goes on): the same unpacking as [`super::scale_min_k4`], done on the
+    /// three words side by side in one register.
+    ///
+    /// # Safety
+    /// The caller enables AVX2; `sc.len() >= 16`.
     #[inline(always)]
     pub(super) unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
-        let w = |i: usize| u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
-        let (w0, w1, w2) = (w(0), w(1), w(2));
-        let (low6, low4, top2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
-        let s_lo = w0 & low6;
-        let s_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
-        let m_lo = w1 & low6;
-        let m_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
-        _mm_setr_epi32(s_lo as i32, s_hi as i32, m_lo as i32, m_hi as i32)
+        assert!(sc.len() >= 16);
+        // SAFETY: 16 bytes are readable (asserted).
+        let v = unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) };
+        // Words [w0, w1, w2, _]: low six bits of w0 / w1 are scales 0..4 / minimums 0..4.
+        let lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f_3f3f));
+        // Scales and minimums 4..8: w2's low / high nibbles, plus the top two bits of w0 / w1.
+        let w2 = _mm_shuffle_epi32::<0b1010_1010>(v);
+        let nib = _mm_and_si128(_mm_srlv_epi32(w2, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi32(0x0f0f_0f0f));
+        let top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x0303_0303)), 4);
+        let hi = _mm_or_si128(nib, top);
+        // [s_lo, s_hi, m_lo, m_hi].
+        _mm_unpacklo_epi32(lo, hi)
     }
 
     /// AVX2 Q4_K (`hbits: false`) or Q5_K (`hbits: true`) row times a Q8_K row.
@@ -293,7 +301,7 @@ mod avx2 {
             // SAFETY: F16C is enabled by the caller.
             let (d, dmin) = unsafe { (f16c_at(b, 0), f16c_at(b, 2)) };
             // SAFETY: SSE2 is part of the caller's AVX2.
-            let sm = unsafe { k4_scales_mins(&b[4..16]) };
+            let sm = unsafe { k4_scales_mins(&b[4..20]) };
             let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
             for r in 0..R {
                 // Minimums: m[j] times the activation sum over the 32 values of scale j.

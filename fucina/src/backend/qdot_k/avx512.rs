@@ -70,7 +70,7 @@ unsafe fn dot_q4k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
         // the weight block (16 + 32c + 32 <= 144) or the activation block (4 + 64c + 64 <= 260).
         unsafe {
             let (d, dmin) = (f16c_at(b, 0), f16c_at(b, 2));
-            let sm = super::avx2::k4_scales_mins(&b[4..16]);
+            let sm = super::avx2::k4_scales_mins(&b[4..20]);
             let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
             for r in 0..R {
                 // Minimums: m[j] times the activation sum over the 32 values of scale j.
