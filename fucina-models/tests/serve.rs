@@ -44,7 +44,7 @@ fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
 }
 
 fn chat_body(user: &str, stream: bool) -> Value {
-    json!({ "model": "tiny", "messages": [{ "role": "user", "content": user }], "max_tokens": 12,
+    json!({ "model": "qwen3-tiny-f32", "messages": [{ "role": "user", "content": user }], "max_tokens": 12,
             "temperature": 0, "stream": stream })
 }
 
@@ -198,4 +198,123 @@ fn openai_api_over_loopback() {
     // The server still answers after all that.
     let (code, _) = post(&s.base, "/v1/chat/completions", &chat_body("Hello", false));
     assert_eq!(code, 200);
+}
+
+/// The parts of the OpenAI API beyond plain sampling: the model id is checked (404 as OpenAI
+/// answers), `developer` is the system role, documented ranges are enforced, and every
+/// parameter this server cannot honour is a 400 that names it, never silently ignored;
+/// `stream_options.include_usage` adds the usage chunk.
+#[test]
+fn openai_parameters_are_honoured_or_refused() {
+    let s = start();
+    let get = |path: &str| match ureq::get(&format!("{}{path}", s.base)).call() {
+        Ok(r) => (r.status(), r.into_json::<Value>().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
+        Err(e) => panic!("{path}: {e}"),
+    };
+    let (code, m) = get("/v1/models/qwen3-tiny-f32");
+    assert_eq!((code, m["id"].as_str()), (200, Some("qwen3-tiny-f32")), "{m}");
+    let (code, m) = get("/v1/models/gpt-4o");
+    assert_eq!((code, m["error"]["code"].as_str()), (404, Some("model_not_found")), "{m}");
+    let mut body = chat_body("Hello", false);
+    body["model"] = json!("gpt-4o");
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+    assert_eq!((code, r["error"]["code"].as_str()), (404, Some("model_not_found")), "{r}");
+    // No model named at all is the served one.
+    let (code, r) = post(&s.base, "/v1/completions", &json!({ "prompt": "Hello", "max_tokens": 2 }));
+    assert_eq!(code, 200, "{r}");
+
+    // `developer` is the system role: the same greedy answer.
+    let with_role = |role: &str| {
+        let body = json!({ "messages": [{ "role": role, "content": "Answer in one word." },
+                                         { "role": "user", "content": "Capital of France?" }],
+                           "max_tokens": 8, "temperature": 0 });
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!(code, 200, "{role}: {r}");
+        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+    };
+    assert_eq!(with_role("developer"), with_role("system"));
+    let (code, r) = post(
+        &s.base,
+        "/v1/chat/completions",
+        &json!({ "messages": [{ "role": "tool", "content": "42", "tool_call_id": "x" }] }),
+    );
+    assert_eq!((code, r["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{r}");
+
+    // Documented ranges.
+    for (key, value, name) in [("temperature", json!(5), "temperature"), ("top_p", json!(1.5), "top_p")] {
+        let mut body = chat_body("Hello", false);
+        body[key] = value;
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!(code, 400, "{key}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains(name), "{key}: {r}");
+    }
+
+    // What the server cannot do yet is refused by name, on both endpoints.
+    let refused = [
+        ("response_format", json!({ "type": "json_object" })),
+        ("tools", json!([{ "type": "function", "function": { "name": "f", "parameters": {} } }])),
+        ("tool_choice", json!("required")),
+        ("logprobs", json!(true)),
+        ("top_logprobs", json!(2)),
+        ("presence_penalty", json!(0.5)),
+        ("frequency_penalty", json!(1.0)),
+        ("logit_bias", json!({ "15": 5 })),
+    ];
+    for (key, value) in &refused {
+        let mut body = chat_body("Hello", false);
+        body[*key] = value.clone();
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{key}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains(key), "{key}: {r}");
+    }
+    for (key, value) in [("echo", json!(true)), ("best_of", json!(2)), ("suffix", json!("!")), ("logprobs", json!(3))] {
+        let (code, r) = post(&s.base, "/v1/completions", &json!({ "prompt": "Hello", key: value }));
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{key}: {r}");
+    }
+    // Their neutral values are accepted and change nothing.
+    let plain = post(&s.base, "/v1/chat/completions", &chat_body("Hello", false)).1;
+    let mut body = chat_body("Hello", false);
+    for (key, value) in [
+        ("response_format", json!({ "type": "text" })),
+        ("tools", json!([])),
+        ("tool_choice", json!("none")),
+        ("logprobs", json!(false)),
+        ("presence_penalty", json!(0)),
+        ("frequency_penalty", json!(0)),
+        ("logit_bias", json!({})),
+    ] {
+        body[key] = value;
+    }
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+
+    // stream_options.include_usage: a last chunk with no choices and the token counts.
+    let mut body = chat_body("Hello", true);
+    body["stream_options"] = json!({ "include_usage": true });
+    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body).unwrap();
+    let (mut pieces, mut usage) = (0u64, None);
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            break;
+        }
+        let c: Value = serde_json::from_str(data).unwrap();
+        assert!(usage.is_none(), "a chunk after the usage chunk: {c}");
+        if c["choices"].as_array().is_some_and(|a| a.is_empty()) {
+            usage = Some(c["usage"].clone());
+        } else if c["choices"][0]["delta"]["content"].is_string() {
+            pieces += 1;
+        }
+    }
+    let usage = usage.expect("no usage chunk");
+    let (p, g) = (usage["prompt_tokens"].as_u64().unwrap(), usage["completion_tokens"].as_u64().unwrap());
+    assert!(p > 0 && g >= pieces.min(1) && g <= 12, "{usage}");
+    assert_eq!(usage["total_tokens"].as_u64(), Some(p + g));
+    let mut body = chat_body("Hello", false);
+    body["stream_options"] = json!({ "include_usage": true });
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+    assert_eq!(code, 400, "stream_options without stream: {r}");
 }

@@ -25,7 +25,8 @@ impl Role {
     /// Parses `system`, `user` or `assistant`.
     pub fn parse(s: &str) -> Option<Role> {
         Some(match s {
-            "system" => Role::System,
+            // `developer` is the newer name OpenAI's API gives system instructions.
+            "system" | "developer" => Role::System,
             "user" => Role::User,
             "assistant" => Role::Assistant,
             _ => return None,

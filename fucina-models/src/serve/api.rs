@@ -1,5 +1,6 @@
-//! The OpenAI wire format: request bodies (unknown fields ignored), responses, stream chunks
-//! and errors, for `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
+//! The OpenAI wire format: request bodies (fields outside the API ignored; API parameters
+//! this server cannot honour refused by name), responses, stream chunks and errors, for
+//! `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -7,7 +8,7 @@ use serde_json::{json, Value};
 /// A chat message as sent by clients.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
+    /// `system` (or `developer`, its newer name), `user` or `assistant`.
     pub role: String,
     /// The text (a string, or an array of `{type: "text", text}` parts).
     pub content: Value,
@@ -26,7 +27,7 @@ pub enum Stop {
 /// Sampling and length settings shared by both endpoints.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Common {
-    /// Model id (accepted and echoed; one model is served).
+    /// Model id: the served model's id (any other is a 404, as OpenAI answers).
     pub model: Option<String>,
     /// Most tokens to generate.
     pub max_tokens: Option<usize>,
@@ -51,6 +52,140 @@ pub struct Common {
     pub stop: Option<Stop>,
     /// Number of choices; only 1 is supported.
     pub n: Option<usize>,
+    /// Streaming options: `include_usage` adds a last chunk with the token counts.
+    pub stream_options: Option<Value>,
+    /// Parameters of the OpenAI API this server cannot honour yet. They are read only to be
+    /// refused with a 400 that names them ([`unsupported`]), never silently ignored.
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+/// The OpenAI request parameters this server does not implement (structured output, tools,
+/// log-probabilities, penalties, logit bias, and the completions-only extras): present with
+/// an effect, each is a 400 naming it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Unsupported {
+    /// Structured output (`json_object`, `json_schema`); `{"type": "text"}` is the default
+    /// and is accepted.
+    pub response_format: Option<Value>,
+    /// Tool definitions.
+    pub tools: Option<Value>,
+    /// Tool choice; `"none"` is accepted.
+    pub tool_choice: Option<Value>,
+    /// Parallel tool calls.
+    pub parallel_tool_calls: Option<Value>,
+    /// The legacy form of `tools`.
+    pub functions: Option<Value>,
+    /// The legacy form of `tool_choice`.
+    pub function_call: Option<Value>,
+    /// Log-probabilities (a bool for chat, a count for completions); `false` / `0` accepted.
+    pub logprobs: Option<Value>,
+    /// Most likely alternatives per token.
+    pub top_logprobs: Option<Value>,
+    /// Presence penalty; 0 is accepted.
+    pub presence_penalty: Option<f32>,
+    /// Frequency penalty; 0 is accepted.
+    pub frequency_penalty: Option<f32>,
+    /// Per-token logit bias; an empty map is accepted.
+    pub logit_bias: Option<Value>,
+    /// Completions: echo the prompt.
+    pub echo: Option<bool>,
+    /// Completions: server-side best of n.
+    pub best_of: Option<usize>,
+    /// Completions: text after the insertion point.
+    pub suffix: Option<Value>,
+}
+
+/// Why a request's parameters were refused: the message names the parameter; `code` is the
+/// OpenAI error code (`invalid_value` for a value out of range, `unsupported_parameter` for
+/// a parameter this server cannot honour).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    /// What is wrong, naming the parameter.
+    pub message: String,
+    /// The error code.
+    pub code: &'static str,
+}
+
+/// Checks the ranges the OpenAI API documents and refuses what this server cannot do.
+pub fn check_common(c: &Common) -> Result<(), ParamError> {
+    let invalid = |message: String| Err(ParamError { message, code: "invalid_value" });
+    let range = |name: &str, v: Option<f32>, lo: f32, hi: f32| match v {
+        Some(x) if !(x >= lo && x <= hi) => invalid(format!("{name} must be between {lo} and {hi}, got {x}")),
+        _ => Ok(()),
+    };
+    range("temperature", c.temperature, 0.0, 2.0)?;
+    range("top_p", c.top_p, 0.0, 1.0)?;
+    let u = &c.unsupported;
+    range("presence_penalty", u.presence_penalty, -2.0, 2.0)?;
+    range("frequency_penalty", u.frequency_penalty, -2.0, 2.0)?;
+    if let Some(opts) = &c.stream_options {
+        let Some(map) = opts.as_object() else {
+            return invalid("stream_options must be an object".into());
+        };
+        if !c.stream {
+            return invalid("stream_options is only allowed with stream: true".into());
+        }
+        for (k, v) in map {
+            if k != "include_usage" {
+                return invalid(format!("stream_options.{k} is not supported by this server"));
+            }
+            if !v.is_boolean() {
+                return invalid("stream_options.include_usage must be a boolean".into());
+            }
+        }
+    }
+    let refuse = |name: &str| {
+        Err(ParamError { message: format!("{name} is not supported by this server"), code: "unsupported_parameter" })
+    };
+    let is_off = |v: &Value| matches!(v, Value::Null | Value::Bool(false)) || v.as_u64() == Some(0);
+    if let Some(f) = &u.response_format {
+        if f.get("type").and_then(Value::as_str) != Some("text") {
+            return refuse("response_format (structured output)");
+        }
+    }
+    if u.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
+        return refuse("tools");
+    }
+    if u.tool_choice.as_ref().is_some_and(|t| !t.is_null() && t.as_str() != Some("none")) {
+        return refuse("tool_choice");
+    }
+    if u.functions.is_some() || u.function_call.is_some() {
+        return refuse("functions / function_call");
+    }
+    if u.parallel_tool_calls.is_some() {
+        return refuse("parallel_tool_calls");
+    }
+    if u.logprobs.as_ref().is_some_and(|v| !is_off(v)) {
+        return refuse("logprobs");
+    }
+    if u.top_logprobs.as_ref().is_some_and(|v| !is_off(v)) {
+        return refuse("top_logprobs");
+    }
+    if u.presence_penalty.is_some_and(|v| v != 0.0) {
+        return refuse("presence_penalty");
+    }
+    if u.frequency_penalty.is_some_and(|v| v != 0.0) {
+        return refuse("frequency_penalty");
+    }
+    if u.logit_bias.as_ref().is_some_and(|b| !b.is_null() && b.as_object().is_none_or(|m| !m.is_empty())) {
+        return refuse("logit_bias");
+    }
+    if u.echo == Some(true) {
+        return refuse("echo");
+    }
+    if u.best_of.is_some_and(|b| b != 1) {
+        return refuse("best_of");
+    }
+    if u.suffix.as_ref().is_some_and(|v| !v.is_null()) {
+        return refuse("suffix");
+    }
+    Ok(())
+}
+
+/// Whether the request asks for a last streamed chunk with the token counts.
+pub fn include_usage(c: &Common) -> bool {
+    c.stream_options.as_ref().and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// `POST /v1/chat/completions`.

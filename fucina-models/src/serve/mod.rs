@@ -12,9 +12,9 @@ pub mod worker;
 use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
-use api::{content_text, error_body, ChatRequest, Common, CompletionRequest, Stop, Usage};
+use api::{check_common, content_text, error_body, include_usage, ChatRequest, Common, CompletionRequest, Stop, Usage};
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -55,6 +55,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .fallback(not_found)
@@ -99,6 +100,23 @@ async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
         "object": "list",
         "data": [{ "id": st.model_id, "object": "model", "created": now(), "owned_by": "fucina" }]
     }))
+}
+
+/// `GET /v1/models/{id}`: the served model, or 404 for any other id.
+async fn model(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    if id != st.model_id {
+        return model_not_found(&id);
+    }
+    Json(json!({ "id": st.model_id, "object": "model", "created": now(), "owned_by": "fucina" })).into_response()
+}
+
+/// OpenAI's answer to an unknown model id.
+fn model_not_found(id: &str) -> Response {
+    fail(
+        StatusCode::NOT_FOUND,
+        format!("The model `{id}` does not exist (this server serves one model)"),
+        Some("model_not_found"),
+    )
 }
 
 fn now() -> u64 {
@@ -147,6 +165,8 @@ struct Prepared {
     max_tokens: usize,
     stop: Vec<String>,
     stream: bool,
+    /// Streaming: a last chunk with the token counts (`stream_options.include_usage`).
+    include_usage: bool,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -154,8 +174,14 @@ struct Prepared {
 #[allow(clippy::result_large_err)]
 async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepared, Response> {
     let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
+    if let Some(m) = c.model.as_deref().filter(|m| *m != st.model_id) {
+        return Err(model_not_found(m));
+    }
     if c.n.is_some_and(|n| n != 1) {
         return Err(bad("only n = 1 is supported".into()));
+    }
+    if let Err(e) = check_common(c) {
+        return Err(fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)));
     }
     let params = SamplingParams {
         temperature: c.temperature.unwrap_or(1.0),
@@ -204,7 +230,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     if stop.len() > 4 || stop.iter().any(|s| s.is_empty()) {
         return Err(bad("stop takes up to 4 non-empty strings".into()));
     }
-    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream })
+    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream, include_usage: include_usage(c) })
 }
 
 async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
@@ -216,6 +242,12 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
     for (i, m) in body.messages.iter().enumerate() {
         let role = match Role::parse(&m.role) {
             Some(r) => r,
+            None if m.role == "tool" => {
+                let msg = format!(
+                    "messages[{i}]: `tool` messages answer tool calls, and tools are not supported by this server"
+                );
+                return fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter"));
+            }
             None => return fail(StatusCode::BAD_REQUEST, format!("messages[{i}]: unknown role `{}`", m.role), None),
         };
         let Some(text) = content_text(&m.content) else {
@@ -291,6 +323,7 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     }
     // Streaming: one chunk per piece of text, a last chunk with the finish reason, [DONE].
     let object = if chat { "chat.completion.chunk" } else { "text_completion" };
+    let (include_usage, id_usage, model_usage) = (p.include_usage, id.clone(), model.clone());
     let chunk = move |delta: Option<&str>, finish: Option<&str>, first: bool| -> String {
         let choice = if chat {
             let mut d = serde_json::Map::new();
@@ -324,8 +357,18 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
                     pending.push_back(chunk(Some(&t), None, first));
                     first = false;
                 }
-                Poll::Ready(Some(Event::Done { finish, .. })) => {
+                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens })) => {
                     pending.push_back(chunk(None, Some(finish), first));
+                    if include_usage {
+                        // As OpenAI sends it: a last chunk with no choices and the counts.
+                        let usage =
+                            Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+                        pending.push_back(
+                            json!({ "id": id_usage, "object": object, "created": created, "model": model_usage,
+                                    "choices": [], "usage": usage })
+                            .to_string(),
+                        );
+                    }
                     pending.push_back("[DONE]".to_string());
                     done = true;
                 }
