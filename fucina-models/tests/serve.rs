@@ -18,13 +18,18 @@ fn start() -> common::Server {
 
 /// The library's own greedy answer to one user message (the reference for the server).
 fn reference(user: &str, max_tokens: usize) -> String {
+    reference_with(user, max_tokens, SamplingParams::default())
+}
+
+/// The library's own answer to one user message with these sampling settings.
+fn reference_with(user: &str, max_tokens: usize, params: SamplingParams) -> String {
     let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
     let _g = ctx.enter();
     let lm = fucina_models::lm::open(&default_model(), false).unwrap();
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
     let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
-    let mut sampler = Sampler::new(SamplingParams::default());
+    let mut sampler = Sampler::new(params);
     let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok) };
     let mut text = String::new();
     generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
@@ -257,9 +262,6 @@ fn openai_parameters_are_honoured_or_refused() {
         ("tool_choice", json!("required")),
         ("logprobs", json!(true)),
         ("top_logprobs", json!(2)),
-        ("presence_penalty", json!(0.5)),
-        ("frequency_penalty", json!(1.0)),
-        ("logit_bias", json!({ "15": 5 })),
     ];
     for (key, value) in &refused {
         let mut body = chat_body("Hello", false);
@@ -289,6 +291,51 @@ fn openai_parameters_are_honoured_or_refused() {
     let (code, r) = post(&s.base, "/v1/chat/completions", &body);
     assert_eq!(code, 200, "{r}");
     assert_eq!(r["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+
+    // logit_bias: +100 forces a token at every step, -100 bans the greedy first one.
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let paris = tok.encode(" Paris").unwrap()[0];
+    let forced = |bias: Value| {
+        let body = json!({ "prompt": "Hello", "max_tokens": 4, "temperature": 0, "logit_bias": bias });
+        let (code, r) = post(&s.base, "/v1/completions", &body);
+        assert_eq!(code, 200, "{r}");
+        r["choices"][0]["text"].as_str().unwrap().to_string()
+    };
+    assert_eq!(forced(json!({ paris.to_string(): 100 })), tok.decode(&[paris; 4]).unwrap());
+    let plain_ids = tok.encode(&forced(json!({}))).unwrap();
+    let banned = forced(json!({ plain_ids[0].to_string(): -100 }));
+    assert_ne!(tok.encode(&banned).unwrap().first(), plain_ids.first(), "{banned:?}");
+    let vocab = tok.vocab_size();
+    for bad in [json!({ "abc": 1 }), json!({ vocab.to_string(): 1 }), json!({ "5": 500 }), json!([1, 2])] {
+        let (code, r) = post(&s.base, "/v1/completions", &json!({ "prompt": "Hello", "logit_bias": bad }));
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{bad}: {r}");
+    }
+
+    // Presence and frequency penalties: the library's answer with the same settings, which
+    // differs from the unpenalized one on this prompt, whose greedy answer repeats tokens
+    // (so ignoring them would fail here).
+    for (key, value) in [("frequency_penalty", 1.0f32), ("presence_penalty", -2.0)] {
+        let mut body = chat_body("Hello", false);
+        body[key] = json!(value);
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!(code, 200, "{r}");
+        let got = r["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+        let mut params = SamplingParams::default();
+        if key == "frequency_penalty" {
+            params.frequency_penalty = value;
+        } else {
+            params.presence_penalty = value;
+        }
+        assert_eq!(got, reference_with("Hello", 12, params), "{key}");
+        assert_ne!(got, reference("Hello", 12), "{key} changed nothing on this prompt");
+    }
+    for (key, value) in [("presence_penalty", 2.5), ("frequency_penalty", -3.0)] {
+        let mut body = chat_body("Hello", false);
+        body[key] = json!(value);
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{key}: {r}");
+    }
 
     // stream_options.include_usage: a last chunk with no choices and the token counts.
     let mut body = chat_body("Hello", true);

@@ -69,9 +69,15 @@ pub struct LmArgs {
     /// Repetition penalty (1: off).
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
-    /// Tokens the repetition penalty looks back over (at most 2^20).
+    /// Tokens the repetition, presence and frequency penalties look back over (at most 2^20).
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
+    /// OpenAI presence penalty, -2..2, subtracted once from each recent token's logit (0: off).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub presence_penalty: f32,
+    /// OpenAI frequency penalty, -2..2, subtracted per occurrence of a recent token (0: off).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub frequency_penalty: f32,
     /// RNG seed for sampling (default: a fresh random one each run).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -87,7 +93,10 @@ impl LmArgs {
             min_p: self.min_p,
             repetition_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
             seed: self.seed.unwrap_or_else(super::sampling::random_seed),
+            ..SamplingParams::default()
         };
         p.validate().map_err(|msg| FucinaError::InvalidArgument { op: "sampling", msg })?;
         Ok(p)

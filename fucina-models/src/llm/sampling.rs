@@ -1,5 +1,6 @@
-//! Next-token sampling: repetition penalty, temperature, top-k, top-p, min-p, then a draw
-//! from a counter-based RNG (Philox), so a seed fixes the whole run.
+//! Next-token sampling: logit bias, repetition / presence / frequency penalties, temperature,
+//! top-k, top-p, min-p, then a draw from a counter-based RNG (Philox), so a seed fixes the
+//! whole run.
 
 use fucina::rng::{u32_to_open01, Philox};
 
@@ -19,11 +20,23 @@ pub struct SamplingParams {
     pub min_p: f32,
     /// Divide positive logits (multiply negative ones) of tokens already seen by this (1: off).
     pub repetition_penalty: f32,
-    /// How many recent tokens the repetition penalty looks at.
+    /// How many recent tokens the repetition, presence and frequency penalties look at.
     pub repeat_last_n: usize,
+    /// Subtracted once from the logit of every token seen in the window (OpenAI's
+    /// `presence_penalty`, -2..2; 0: off).
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per occurrence in the window (OpenAI's
+    /// `frequency_penalty`, -2..2; 0: off).
+    pub frequency_penalty: f32,
+    /// Added to the logits of these tokens before anything else (OpenAI's `logit_bias`,
+    /// -100..100 each; -100 in effect bans a token, +100 forces it).
+    pub logit_bias: Vec<(u32, f32)>,
     /// RNG seed.
     pub seed: u64,
 }
+
+/// Most entries of a logit bias.
+pub const MAX_LOGIT_BIAS: usize = 1024;
 
 impl Default for SamplingParams {
     fn default() -> Self {
@@ -34,6 +47,9 @@ impl Default for SamplingParams {
             min_p: 0.0,
             repetition_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
             seed: 0,
         }
     }
@@ -56,6 +72,17 @@ impl SamplingParams {
         }
         if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
             return Err(format!("repetition_penalty must be > 0, got {}", self.repetition_penalty));
+        }
+        for (name, v) in [("presence_penalty", self.presence_penalty), ("frequency_penalty", self.frequency_penalty)] {
+            if !(-2.0..=2.0).contains(&v) {
+                return Err(format!("{name} must be in [-2, 2], got {v}"));
+            }
+        }
+        if self.logit_bias.len() > MAX_LOGIT_BIAS {
+            return Err(format!("logit_bias has {} entries; at most {MAX_LOGIT_BIAS}", self.logit_bias.len()));
+        }
+        if let Some((t, b)) = self.logit_bias.iter().find(|(_, b)| !(-100.0..=100.0).contains(b)) {
+            return Err(format!("logit_bias for token {t} must be in [-100, 100], got {b}"));
         }
         Ok(())
     }
@@ -92,10 +119,28 @@ impl Sampler {
         &self.params
     }
 
-    /// Picks the next token from `logits` given the tokens so far (for the repetition penalty).
+    /// Picks the next token from `logits` given the tokens so far (for the penalties).
+    /// Logit-bias entries for ids outside the vocabulary are ignored here (the server
+    /// refuses them before a request is queued).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let p = &self.params;
         let mut l = logits.to_vec();
+        for &(t, b) in &p.logit_bias {
+            if let Some(x) = l.get_mut(t as usize) {
+                *x += b;
+            }
+        }
+        if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
+            let mut count: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+            for &t in history.iter().rev().take(p.repeat_last_n) {
+                *count.entry(t).or_default() += 1;
+            }
+            for (t, c) in count {
+                if let Some(x) = l.get_mut(t as usize) {
+                    *x -= p.presence_penalty + p.frequency_penalty * c as f32;
+                }
+            }
+        }
         if p.repetition_penalty != 1.0 {
             let mut seen = vec![false; l.len()];
             for &t in history.iter().rev().take(p.repeat_last_n) {
@@ -163,6 +208,38 @@ pub fn argmax(v: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logit_bias_and_openai_penalties_move_the_logits_as_documented() {
+        // Greedy picks token 0 (logit 3) until a bias or a penalty moves it.
+        let logits = [3.0, 2.5, 1.0, 0.0];
+        let greedy = |params: SamplingParams, history: &[u32]| Sampler::new(params).sample(&logits, history);
+        assert_eq!(greedy(SamplingParams::default(), &[]), 0);
+        let bias = |b: Vec<(u32, f32)>| SamplingParams { logit_bias: b, ..SamplingParams::default() };
+        assert_eq!(greedy(bias(vec![(3, 100.0)]), &[]), 3);
+        assert_eq!(greedy(bias(vec![(0, -100.0)]), &[]), 1);
+        assert_eq!(greedy(bias(vec![(99, 100.0)]), &[]), 0, "ids outside the vocabulary are ignored");
+        // Presence: 0.6 once for a seen token: 3 - 0.6 = 2.4 < 2.5.
+        let presence = SamplingParams { presence_penalty: 0.6, ..SamplingParams::default() };
+        assert_eq!(greedy(presence.clone(), &[0]), 1);
+        assert_eq!(greedy(presence, &[2, 2, 2]), 0);
+        // Frequency: 0.2 per occurrence: two occurrences (0.4) keep token 0, three (0.6) do not.
+        let frequency = SamplingParams { frequency_penalty: 0.2, ..SamplingParams::default() };
+        assert_eq!(greedy(frequency.clone(), &[0, 0]), 0);
+        assert_eq!(greedy(frequency.clone(), &[0, 0, 0]), 1);
+        // Only the last repeat_last_n tokens count.
+        let window = SamplingParams { repeat_last_n: 2, ..frequency };
+        assert_eq!(greedy(window, &[0, 1, 0, 0]), 0);
+        // A negative presence penalty rewards repetition: 2.5 + 2 = 4.5 > 3.
+        let reward = SamplingParams { presence_penalty: -2.0, ..SamplingParams::default() };
+        assert_eq!(greedy(reward, &[1]), 1);
+        // The ranges are OpenAI's.
+        assert!(SamplingParams { presence_penalty: 2.5, ..SamplingParams::default() }.validate().is_err());
+        assert!(SamplingParams { frequency_penalty: -3.0, ..SamplingParams::default() }.validate().is_err());
+        assert!(bias(vec![(1, 101.0)]).validate().is_err());
+        assert!(bias(vec![(1, f32::NAN)]).validate().is_err());
+        assert!(bias((0..MAX_LOGIT_BIAS as u32 + 1).map(|t| (t, 1.0)).collect()).validate().is_err());
+    }
 
     fn counts(params: SamplingParams, logits: &[f32], n: usize) -> Vec<usize> {
         let mut s = Sampler::new(params);

@@ -2,6 +2,7 @@
 //! this server cannot honour refused by name), responses, stream chunks and errors, for
 //! `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
 
+use crate::llm::sampling::MAX_LOGIT_BIAS;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -54,6 +55,12 @@ pub struct Common {
     pub n: Option<usize>,
     /// Streaming options: `include_usage` adds a last chunk with the token counts.
     pub stream_options: Option<Value>,
+    /// Penalty once per token already in the window (-2..2).
+    pub presence_penalty: Option<f32>,
+    /// Penalty per occurrence in the window (-2..2).
+    pub frequency_penalty: Option<f32>,
+    /// `{"token id": bias}` with biases in -100..100.
+    pub logit_bias: Option<Value>,
     /// Parameters of the OpenAI API this server cannot honour yet. They are read only to be
     /// refused with a 400 that names them ([`unsupported`]), never silently ignored.
     #[serde(flatten)]
@@ -61,8 +68,8 @@ pub struct Common {
 }
 
 /// The OpenAI request parameters this server does not implement (structured output, tools,
-/// log-probabilities, penalties, logit bias, and the completions-only extras): present with
-/// an effect, each is a 400 naming it.
+/// log-probabilities, and the completions-only extras): present with an effect, each is a
+/// 400 naming it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Unsupported {
     /// Structured output (`json_object`, `json_schema`); `{"type": "text"}` is the default
@@ -82,12 +89,6 @@ pub struct Unsupported {
     pub logprobs: Option<Value>,
     /// Most likely alternatives per token.
     pub top_logprobs: Option<Value>,
-    /// Presence penalty; 0 is accepted.
-    pub presence_penalty: Option<f32>,
-    /// Frequency penalty; 0 is accepted.
-    pub frequency_penalty: Option<f32>,
-    /// Per-token logit bias; an empty map is accepted.
-    pub logit_bias: Option<Value>,
     /// Completions: echo the prompt.
     pub echo: Option<bool>,
     /// Completions: server-side best of n.
@@ -117,8 +118,8 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
     range("temperature", c.temperature, 0.0, 2.0)?;
     range("top_p", c.top_p, 0.0, 1.0)?;
     let u = &c.unsupported;
-    range("presence_penalty", u.presence_penalty, -2.0, 2.0)?;
-    range("frequency_penalty", u.frequency_penalty, -2.0, 2.0)?;
+    range("presence_penalty", c.presence_penalty, -2.0, 2.0)?;
+    range("frequency_penalty", c.frequency_penalty, -2.0, 2.0)?;
     if let Some(opts) = &c.stream_options {
         let Some(map) = opts.as_object() else {
             return invalid("stream_options must be an object".into());
@@ -162,15 +163,6 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
     if u.top_logprobs.as_ref().is_some_and(|v| !is_off(v)) {
         return refuse("top_logprobs");
     }
-    if u.presence_penalty.is_some_and(|v| v != 0.0) {
-        return refuse("presence_penalty");
-    }
-    if u.frequency_penalty.is_some_and(|v| v != 0.0) {
-        return refuse("frequency_penalty");
-    }
-    if u.logit_bias.as_ref().is_some_and(|b| !b.is_null() && b.as_object().is_none_or(|m| !m.is_empty())) {
-        return refuse("logit_bias");
-    }
     if u.echo == Some(true) {
         return refuse("echo");
     }
@@ -181,6 +173,34 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
         return refuse("suffix");
     }
     Ok(())
+}
+
+/// The request's `logit_bias` as `(token, bias)` pairs, checked: an object whose keys are
+/// token ids below `vocab` and whose values are numbers in -100..100, at most
+/// [`MAX_LOGIT_BIAS`] entries.
+pub fn logit_bias(c: &Common, vocab: usize) -> Result<Vec<(u32, f32)>, ParamError> {
+    let invalid = |message: String| ParamError { message, code: "invalid_value" };
+    let Some(v) = c.logit_bias.as_ref().filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let map = v.as_object().ok_or_else(|| invalid("logit_bias must be an object of token id -> bias".into()))?;
+    if map.len() > MAX_LOGIT_BIAS {
+        return Err(invalid(format!("logit_bias has {} entries; at most {MAX_LOGIT_BIAS}", map.len())));
+    }
+    let mut out = Vec::with_capacity(map.len());
+    for (k, b) in map {
+        let id = k
+            .parse::<u32>()
+            .ok()
+            .filter(|&t| (t as usize) < vocab)
+            .ok_or_else(|| invalid(format!("logit_bias key `{k}` is not a token id of this model (0..{vocab})")))?;
+        let bias = b
+            .as_f64()
+            .filter(|b| (-100.0..=100.0).contains(b))
+            .ok_or_else(|| invalid(format!("logit_bias[{k}] must be a number in [-100, 100], got {b}")))?;
+        out.push((id, bias as f32));
+    }
+    Ok(out)
 }
 
 /// Whether the request asks for a last streamed chunk with the token counts.

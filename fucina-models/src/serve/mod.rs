@@ -12,7 +12,10 @@ pub mod worker;
 use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
-use api::{check_common, content_text, error_body, include_usage, ChatRequest, Common, CompletionRequest, Stop, Usage};
+use api::{
+    check_common, content_text, error_body, include_usage, logit_bias, ChatRequest, Common, CompletionRequest, Stop,
+    Usage,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
@@ -190,6 +193,10 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
         min_p: c.min_p.unwrap_or(0.0),
         repetition_penalty: c.repetition_penalty.unwrap_or(1.0),
         repeat_last_n: 64,
+        presence_penalty: c.presence_penalty.unwrap_or(0.0),
+        frequency_penalty: c.frequency_penalty.unwrap_or(0.0),
+        logit_bias: logit_bias(c, st.tokenizer.vocab_size())
+            .map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?,
         // Without a seed every request samples differently, as OpenAI's API does.
         seed: c.seed.unwrap_or_else(crate::llm::sampling::random_seed),
     };
