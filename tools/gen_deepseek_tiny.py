@@ -173,7 +173,8 @@ def deepseek_v3_tokenizer():
     """A small BPE with DeepSeek-V3's pre-tokenizer, and its ids on the tricky corpus."""
     import sys
     sys.path.insert(0, here)
-    from gen_qwen3_tiny import CORPUS, SPECIALS, TRICKY
+    from gen_qwen3_tiny import TRICKY
+    from tiny_tokenizer import CORPUS, SPECIALS
     from tokenizers import Tokenizer, Regex, models, pre_tokenizers, decoders, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import gguf
 from golden_common import greedy_reference
-from tokenizers import Tokenizer, Regex, models, normalizers, pre_tokenizers, decoders, trainers
 from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -32,32 +31,7 @@ gold = os.path.join(root, "fucina-models", "tests", "goldens")
 os.makedirs(assets, exist_ok=True)
 os.makedirs(gold, exist_ok=True)
 
-QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
-                 r"\s+(?!\S)|\s+")
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
-
-# A training corpus written here (no downloads): prose, code, numbers, chat turns, unicode.
-CORPUS = []
-words = ("the capital of france is paris . a small model learns to speak slowly but it speaks . "
-         "rust python zig tensors axes gradients kernels attention heads tokens layers norm rope "
-         "what is why how when where who which bonjour monde ciao mondo hallo welt hola mundo").split()
-rng = np.random.default_rng(7)
-for i in range(4000):
-    n = int(rng.integers(3, 14))
-    s = " ".join(words[int(j)] for j in rng.integers(0, len(words), n))
-    if i % 5 == 0:
-        s = s.capitalize() + "?"
-    if i % 7 == 0:
-        s += f" {int(rng.integers(0, 100000))} and {rng.uniform(-100, 100):.3f}"
-    CORPUS.append(s)
-CORPUS += [
-    "def forward(self, x):\n    return self.w @ x + self.b\n",
-    "fn main() {\n    println!(\"hello, world\");\n}\n",
-    "Ünïcödé çàñ bé trícky: naïve café, Straße, ÅÄÖ, Ελληνικά, русский, 日本語のテキスト, 中文字符, 한국어",
-    "emoji 🙂🚀👍🏽 and symbols © ® ™ € £ ¥ → ← ≤ ≥ ∑ ∫",
-    "tabs\tand  double  spaces   and newlines\n\n\nend",
-    "I'm sure it's fine, they'll see what we've done, you'd agree, she's RIGHT. DON'T SHOUT.",
-] * 20
+from tiny_tokenizer import SPECIALS, train_tokenizer
 
 TRICKY = [
     "Hello world",
@@ -81,21 +55,6 @@ TRICKY = [
     "!!!???...,,,;;;",
     "mixedCASEwordsAndNumbers123abc456",
 ]
-
-
-def train_tokenizer():
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer=trainer)
-    tok.add_special_tokens(SPECIALS)
-    return tok
 
 
 # HF parameter name -> llama.cpp tensor name, for the attention half of a Qwen3 block.

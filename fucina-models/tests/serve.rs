@@ -257,7 +257,6 @@ fn openai_parameters_are_honoured_or_refused() {
 
     // What the server cannot do yet is refused by name, on both endpoints.
     let refused = [
-        ("response_format", json!({ "type": "json_object" })),
         ("tools", json!([{ "type": "function", "function": { "name": "f", "parameters": {} } }])),
         ("tool_choice", json!("required")),
         ("logprobs", json!(true)),
@@ -364,4 +363,120 @@ fn openai_parameters_are_honoured_or_refused() {
     body["stream_options"] = json!({ "include_usage": true });
     let (code, r) = post(&s.base, "/v1/chat/completions", &body);
     assert_eq!(code, 400, "stream_options without stream: {r}");
+}
+
+/// Reads a stream's text and finish reason.
+fn streamed(base: &str, path: &str, body: Value) -> (String, String) {
+    let resp = ureq::post(&format!("{base}{path}")).send_json(body).unwrap();
+    let (mut text, mut finish) = (String::new(), String::new());
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            break;
+        }
+        let c: Value = serde_json::from_str(data).unwrap();
+        if let Some(t) = c["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(t);
+        }
+        if let Some(f) = c["choices"][0]["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (text, finish)
+}
+
+/// Checks `v` against the test schema by hand: exactly the keys `ok` (bool), `n` (integer
+/// 0..=99) and `color` (one of three strings).
+fn follows_schema(v: &Value) -> bool {
+    let Some(o) = v.as_object() else { return false };
+    o.len() == 3
+        && o.get("ok").is_some_and(Value::is_boolean)
+        && o.get("n").and_then(Value::as_u64).is_some_and(|n| n <= 99)
+        && o.get("color").and_then(Value::as_str).is_some_and(|c| ["red", "green", "blue"].contains(&c))
+}
+
+/// `response_format`: with a random model sampled at temperature 1, every answer is JSON
+/// that follows the schema (without the grammar this model writes noise, so the check can
+/// fail), streamed or not, with finish_reason `stop`; `json_object` gives an object; a cut
+/// answer says `length`; a bad schema or type is a 400 naming it.
+#[test]
+fn structured_output_follows_the_schema() {
+    let s = common::start(&["--threads", "2", "--max-tokens", "96"]);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "ok": { "type": "boolean" },
+            "n": { "type": "integer", "minimum": 0, "maximum": 99 },
+            "color": { "enum": ["red", "green", "blue"] }
+        },
+        "required": ["ok", "n", "color"],
+        "additionalProperties": false
+    });
+    let format =
+        json!({ "type": "json_schema", "json_schema": { "name": "answer", "schema": schema, "strict": true } });
+    for seed in 0..4 {
+        let body = json!({ "messages": [{ "role": "user", "content": "Describe yourself." }], "temperature": 1,
+                           "seed": seed, "max_tokens": 96, "response_format": format });
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!(code, 200, "{r}");
+        let text = r["choices"][0]["message"]["content"].as_str().unwrap();
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}"));
+        assert!(follows_schema(&v), "seed {seed}: {text}");
+        assert_eq!(r["choices"][0]["finish_reason"], "stop", "seed {seed}: {r}");
+        let mut body = body.clone();
+        body["stream"] = json!(true);
+        let (streamed_text, finish) = streamed(&s.base, "/v1/chat/completions", body);
+        assert_eq!((streamed_text.as_str(), finish.as_str()), (text, "stop"), "seed {seed}");
+    }
+    // Unconstrained, the same request is not JSON (so the checks above can fail).
+    let body = json!({ "messages": [{ "role": "user", "content": "Describe yourself." }], "temperature": 1,
+                       "seed": 0, "max_tokens": 24 });
+    let (_, r) = post(&s.base, "/v1/chat/completions", &body);
+    let text = r["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(serde_json::from_str::<Value>(text).map_or(true, |v| !follows_schema(&v)), "{text}");
+
+    // json_object: any object; raw completions take it too.
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({ "messages": [{ "role": "user", "content": "Hi" }], "temperature": 0.7,
+                                         "seed": 3, "response_format": { "type": "json_object" } }),
+        ),
+        (
+            "/v1/completions",
+            json!({ "prompt": "Hello", "temperature": 0.7, "seed": 3,
+                                    "response_format": { "type": "json_object" } }),
+        ),
+    ] {
+        let (code, r) = post(&s.base, path, &body);
+        assert_eq!(code, 200, "{r}");
+        let c = &r["choices"][0];
+        let text = c["message"]["content"].as_str().or(c["text"].as_str()).unwrap();
+        if c["finish_reason"] == "stop" {
+            assert!(serde_json::from_str::<Value>(text).is_ok_and(|v| v.is_object()), "{path}: {text}");
+        } else {
+            assert!(text.starts_with('{'), "{path}: {text}");
+        }
+    }
+
+    // A budget too small for the object: cut off, finish_reason length.
+    let body = json!({ "messages": [{ "role": "user", "content": "Hi" }], "max_tokens": 3, "response_format": format });
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+    assert_eq!((code, r["choices"][0]["finish_reason"].as_str()), (200, Some("length")), "{r}");
+    assert!(r["choices"][0]["message"]["content"].as_str().unwrap().starts_with("{\""), "{r}");
+
+    // Bad formats are 400s naming response_format.
+    for bad in [
+        json!({ "type": "xml" }),
+        json!({ "type": "json_schema" }),
+        json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": { "type": 7 } } }),
+        json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": [1] } }),
+        json!("json"),
+    ] {
+        let body = json!({ "messages": [{ "role": "user", "content": "Hi" }], "response_format": bad });
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{bad}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains("response_format"), "{bad}: {r}");
+    }
 }

@@ -3,6 +3,7 @@
 use clap::Parser;
 use fucina::prelude::*;
 use fucina_models::llm::cli::{default_model, stop_tokens};
+use fucina_models::llm::grammar::GrammarCompiler;
 use fucina_models::llm::Tokenizer;
 use fucina_models::serve::{http::HttpOptions, serve, worker::Worker, AppState};
 use std::path::PathBuf;
@@ -94,6 +95,14 @@ fn main() {
         let kv = if a.kv_f16 { DType::F16 } else { DType::F32 };
         let stops = stop_tokens(&lm.header, &tokenizer);
         let format = fucina_models::llm::chat::ChatFormat::detect(|t| tokenizer.token_id(t).is_some(), &lm.arch);
+        // Structured output needs an end token to finish a complete answer with.
+        let grammar = match stops.first() {
+            Some(&end) => Some(
+                GrammarCompiler::new(tokenizer.clone(), lm.model.vocab_size(), end)
+                    .map_err(|e| format!("cannot build the grammar vocabulary: {e}"))?,
+            ),
+            None => None,
+        };
         let worker =
             Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, context, kv, stops).map_err(|e| e.to_string())?;
         let model_id = a.model_id.clone().unwrap_or_else(|| {
@@ -109,6 +118,7 @@ fn main() {
             max_tokens: a.max_tokens.max(1),
             counter: Default::default(),
             body_timeout: Duration::from_secs(a.body_timeout),
+            grammar,
         });
         let http = HttpOptions {
             max_connections: a.max_connections as usize,

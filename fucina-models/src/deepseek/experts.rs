@@ -1,6 +1,6 @@
 //! Routed experts read from the memory-mapped GGUF only when a token is routed to them.
 //!
-//! Each expert is three zero-copy [`QWeight`] views (gate, up, down) into the mapped
+//! Each expert is three zero-copy [`QWeight`](fucina::quant::QWeight) views (gate, up, down) into the mapped
 //! `ffn_*_exps` tensors: an expert no token picks is never touched, so its pages are never
 //! read. With a byte budget, an LRU keeps the recently used experts resident and releases
 //! the rest (`madvise(MADV_DONTNEED)` on their pages: the kernel may then drop them, and a

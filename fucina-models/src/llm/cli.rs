@@ -3,6 +3,7 @@
 
 use super::chat::{ChatFormat, Message, Role};
 use super::generate::{generate, CausalLm, GenerateOptions, GenerationStats};
+use super::grammar::{Grammar, GrammarCompiler};
 use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::Tokenizer;
 use fucina::formats::gguf::GgufHeader;
@@ -81,9 +82,51 @@ pub struct LmArgs {
     /// RNG seed for sampling (default: a fresh random one each run).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Constrain every answer to JSON valid against the JSON schema in this file
+    /// (`{"type": "object"}`: any object). Implies --no-think.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grammar", "regex"])]
+    pub json_schema: Option<PathBuf>,
+    /// Constrain every answer to the Lark grammar in this file (llguidance's dialect).
+    /// Implies --no-think.
+    #[arg(long, value_name = "FILE", conflicts_with = "regex")]
+    pub grammar: Option<PathBuf>,
+    /// Constrain every answer to match this regular expression. Implies --no-think.
+    #[arg(long, value_name = "REGEX")]
+    pub regex: Option<String>,
+}
+
+/// The largest grammar or schema file read.
+const MAX_GRAMMAR_FILE: u64 = 1 << 20;
+
+fn read_grammar_file(path: &std::path::Path) -> Result<String> {
+    let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_GRAMMAR_FILE {
+        return Err(FucinaError::InvalidArgument {
+            op: "grammar",
+            msg: format!("{} is {len} bytes; the limit is {MAX_GRAMMAR_FILE}", path.display()),
+        });
+    }
+    std::fs::read_to_string(path).map_err(io)
 }
 
 impl LmArgs {
+    /// The grammar the flags ask for, read and parsed (not yet compiled), if any.
+    pub fn grammar(&self) -> Result<Option<Grammar>> {
+        if let Some(p) = &self.json_schema {
+            let text = read_grammar_file(p)?;
+            let schema = serde_json::from_str(&text).map_err(|e| FucinaError::InvalidArgument {
+                op: "--json-schema",
+                msg: format!("{}: not JSON: {e}", p.display()),
+            })?;
+            return Ok(Some(Grammar::JsonSchema(schema)));
+        }
+        if let Some(p) = &self.grammar {
+            return Ok(Some(Grammar::Lark(read_grammar_file(p)?)));
+        }
+        Ok(self.regex.clone().map(Grammar::Regex))
+    }
+
     /// The sampling settings, validated.
     pub fn sampling(&self) -> Result<SamplingParams> {
         let p = SamplingParams {
@@ -114,7 +157,9 @@ impl LmArgs {
 pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
     let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
         .iter()
-        .filter_map(|k| h.get(k).and_then(|x| x.as_u64()).map(|x| x as u32))
+        .filter_map(|k| h.get(k).and_then(|x| x.as_u64()))
+        .filter(|&x| x < tok.vocab_size() as u64)
+        .map(|x| x as u32)
         .collect();
     for t in ["<|im_end|>", "<|endoftext|>", "<|end▁of▁sentence|>"] {
         v.extend(tok.token_id(t));
@@ -161,6 +206,28 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     let mut cache = model.new_cache(capacity, dtype)?;
     let mut sampler = Sampler::new(args.sampling()?);
     let opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens(header, &tok) };
+    // A grammar constrains each answer from its first token, so there is no room for a
+    // thinking block: constrained answers skip it.
+    let grammar = match args.grammar()? {
+        None => None,
+        Some(g) => {
+            let end = *opts.stop_tokens.first().ok_or_else(|| FucinaError::InvalidArgument {
+                op: "grammar",
+                msg: "the model has no end token to finish a constrained answer with".into(),
+            })?;
+            let compiler =
+                GrammarCompiler::new(std::sync::Arc::new(Tokenizer::from_gguf(header)?), model.vocab_size(), end)?;
+            compiler.compile(&g)?; // report a bad grammar before the first prompt
+            Some((compiler, g))
+        }
+    };
+    let think = !args.no_think && grammar.is_none();
+    let constrain = |sampler: &mut Sampler| -> Result<()> {
+        if let Some((c, g)) = &grammar {
+            sampler.set_processor(Some(Box::new(c.compile(g)?)));
+        }
+        Ok(())
+    };
     let mut print = |s: &str| {
         print!("{s}");
         let _ = std::io::stdout().flush();
@@ -170,13 +237,15 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     if let Some(p) = &args.prompt {
         let ids = tok.encode(p)?;
         print!("{p}");
+        constrain(&mut sampler)?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
         report(&stats);
         return Ok(());
     }
     if let Some(c) = &args.chat {
         messages.push(Message::new(Role::User, c.clone()));
-        let ids = tok.encode_prompt(&format.prompt(&messages, !args.no_think))?;
+        let ids = tok.encode_prompt(&format.prompt(&messages, think))?;
+        constrain(&mut sampler)?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
         report(&stats);
         if !args.interactive {
@@ -212,7 +281,8 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
             _ => {}
         }
         messages.push(Message::new(Role::User, line));
-        let ids = tok.encode_prompt(&format.prompt(&messages, !args.no_think))?;
+        let ids = tok.encode_prompt(&format.prompt(&messages, think))?;
+        constrain(&mut sampler)?;
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
         cache.truncate(common);
         fed.truncate(common);

@@ -123,7 +123,9 @@ impl Utf8Stream {
 
 /// Generates after `prompt` (token ids) into `cache`, which may already hold earlier turns
 /// (the prompt then continues them). `on_text` gets each piece of complete text and returns
-/// `false` to stop. Returns the generated ids (without the stop token) and the stats.
+/// `false` to stop. The sampler's logit processor (a grammar), if any, constrains every
+/// token; a complete grammar ends the answer like an end token. Returns the generated ids
+/// (without the stop token) and the stats.
 pub fn generate(
     model: &dyn CausalLm,
     tokenizer: &Tokenizer,
@@ -141,7 +143,7 @@ pub fn generate(
     let ctx = ExecContext::current();
     let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
     let mut history: Vec<u32> = prompt.to_vec();
-    let mut next = sampler.sample(&logits, &history);
+    let mut next = sampler.next(&logits, &history)?;
     let prefill_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut out = Vec::new();
@@ -159,6 +161,10 @@ pub fn generate(
         if !piece.is_empty() && !on_text(&piece) {
             break StopReason::Cancelled;
         }
+        if sampler.is_done() {
+            // A grammar that is complete and cannot go on: the answer ends here.
+            break StopReason::EndToken;
+        }
         if out.len() >= opts.max_tokens {
             break StopReason::Length;
         }
@@ -166,7 +172,7 @@ pub fn generate(
             break StopReason::ContextFull;
         }
         let logits = ctx.run_on_pool(|| model.forward(&[next], cache, false))?.to_f32_vec();
-        next = sampler.sample(&logits, &history);
+        next = sampler.next(&logits, &history)?;
     };
     let rest = text.finish();
     if !rest.is_empty() {

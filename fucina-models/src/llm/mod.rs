@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod cli;
 pub mod generate;
+pub mod grammar;
 pub mod head;
 pub mod kv_cache;
 pub mod moe;

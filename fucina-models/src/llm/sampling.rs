@@ -1,8 +1,21 @@
 //! Next-token sampling: logit bias, repetition / presence / frequency penalties, temperature,
 //! top-k, top-p, min-p, then a draw from a counter-based RNG (Philox), so a seed fixes the
-//! whole run.
+//! whole run. A [`LogitProcessor`] (a grammar: [`super::grammar`]) masks the logits last,
+//! before temperature and truncation.
 
+use fucina::prelude::FucinaError;
 use fucina::rng::{u32_to_open01, Philox};
+
+/// The seam for constrained decoding: something that sees the logits after the bias and
+/// the penalties, before temperature and truncation, and follows the chosen tokens.
+pub trait LogitProcessor: Send {
+    /// Adjusts the logits for the next token (a grammar sets the forbidden ones to -inf).
+    fn process(&mut self, logits: &mut [f32]) -> fucina::prelude::Result<()>;
+    /// Records the token that was picked.
+    fn accept(&mut self, token: u32) -> fucina::prelude::Result<()>;
+    /// Whether nothing more may follow (the grammar is complete and cannot go on).
+    fn is_done(&self) -> bool;
+}
 
 /// The longest look-back of the repetition penalty.
 pub const MAX_REPEAT_LAST_N: usize = 1 << 20;
@@ -100,18 +113,68 @@ pub fn random_seed() -> u64 {
     h.finish()
 }
 
-/// A sampler: the settings plus the RNG position (one Philox block per draw).
-#[derive(Debug, Clone)]
+/// A sampler: the settings, the RNG position (one Philox block per draw) and an optional
+/// logit processor.
 pub struct Sampler {
     params: SamplingParams,
     rng: Philox,
     draws: u64,
+    processor: Option<Box<dyn LogitProcessor>>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("params", &self.params)
+            .field("draws", &self.draws)
+            .field("processor", &self.processor.is_some())
+            .finish()
+    }
 }
 
 impl Sampler {
     /// A sampler at the start of its random stream.
     pub fn new(params: SamplingParams) -> Sampler {
-        Sampler { rng: Philox::new(params.seed), params, draws: 0 }
+        Sampler { rng: Philox::new(params.seed), params, draws: 0, processor: None }
+    }
+
+    /// The same sampler with a logit processor (a grammar) applied to every draw of
+    /// [`Sampler::next`].
+    #[must_use]
+    pub fn with_processor(mut self, p: Box<dyn LogitProcessor>) -> Sampler {
+        self.processor = Some(p);
+        self
+    }
+
+    /// Sets or clears the logit processor (a new answer gets a fresh grammar state).
+    pub fn set_processor(&mut self, p: Option<Box<dyn LogitProcessor>>) {
+        self.processor = p;
+    }
+
+    /// Whether the logit processor says nothing more may follow.
+    pub fn is_done(&self) -> bool {
+        self.processor.as_ref().is_some_and(|p| p.is_done())
+    }
+
+    /// Picks the next token like [`Sampler::sample`], with the logit processor (if any)
+    /// applied after the bias and penalties and told the token that was picked.
+    pub fn next(&mut self, logits: &[f32], history: &[u32]) -> fucina::prelude::Result<u32> {
+        let mut l = self.adjusted(logits, history);
+        let Some(mut p) = self.processor.take() else {
+            return Ok(self.draw(&l));
+        };
+        let picked = p.process(&mut l).and_then(|()| {
+            let t = self.draw(&l);
+            if l[t as usize] == f32::NEG_INFINITY || l[t as usize].is_nan() {
+                return Err(FucinaError::InvalidArgument {
+                    op: "sampling",
+                    msg: "every token the logit processor allows has a NaN logit".into(),
+                });
+            }
+            p.accept(t).map(|()| t)
+        });
+        self.processor = Some(p);
+        picked
     }
 
     /// The settings.
@@ -123,6 +186,12 @@ impl Sampler {
     /// Logit-bias entries for ids outside the vocabulary are ignored here (the server
     /// refuses them before a request is queued).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let l = self.adjusted(logits, history);
+        self.draw(&l)
+    }
+
+    /// The logits after the bias and the penalties.
+    fn adjusted(&self, logits: &[f32], history: &[u32]) -> Vec<f32> {
         let p = &self.params;
         let mut l = logits.to_vec();
         for &(t, b) in &p.logit_bias {
@@ -153,12 +222,21 @@ impl Sampler {
                 }
             }
         }
+        l
+    }
+
+    /// One draw from adjusted logits (-inf entries are never picked unless all are).
+    fn draw(&mut self, l: &[f32]) -> u32 {
+        let p = &self.params;
         if p.temperature == 0.0 {
-            return argmax(&l);
+            return argmax(l);
         }
-        // Candidates sorted by logit, most likely first (ties: lower id first).
+        // Candidates sorted by logit, most likely first (ties: lower id first), the
+        // forbidden (-inf) ones dropped.
         let mut idx: Vec<u32> = (0..l.len() as u32).collect();
         idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
+        let allowed = idx.iter().take_while(|&&i| l[i as usize] > f32::NEG_INFINITY).count();
+        idx.truncate(allowed.max(1));
         if p.top_k > 0 {
             idx.truncate(p.top_k);
         }

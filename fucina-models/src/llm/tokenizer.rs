@@ -39,6 +39,8 @@ pub struct Tokenizer {
     user_defined: Option<Specials>,
     /// The token of each byte's byte-level character.
     byte_id: [Option<u32>; 256],
+    /// Which ids are control tokens (type 3): text never produces them.
+    control: Vec<bool>,
     /// Pre-tokenizer splits, applied in order ("isolated": matches and the text between them
     /// both become pieces).
     splits: Vec<fancy_regex::Regex>,
@@ -131,6 +133,7 @@ impl Tokenizer {
         let mut by_str = HashMap::with_capacity(tokens.len());
         let mut bytes = Vec::with_capacity(tokens.len());
         let (mut specials, mut user_defined) = (Vec::new(), Vec::new());
+        let mut control = vec![false; tokens.len()];
         for (i, t) in tokens.iter().enumerate() {
             // The first of duplicate strings keeps the id, as HF's vocabulary map does.
             by_str.entry(t.to_string()).or_insert(i as u32);
@@ -138,6 +141,7 @@ impl Tokenizer {
             // empty one cannot be matched: it would match everywhere and consume nothing).
             match types.get(i) {
                 Some(t3 @ (3 | 4)) => {
+                    control[i] = *t3 == 3;
                     if !t.is_empty() {
                         specials.push((t.to_string(), i as u32));
                         if *t3 == 4 {
@@ -183,6 +187,7 @@ impl Tokenizer {
             specials: Specials::new(specials)?,
             user_defined: Specials::new(user_defined)?,
             byte_id,
+            control,
             splits,
             nfc,
         })
@@ -332,6 +337,17 @@ impl Tokenizer {
             i = next[i];
         }
         Ok(())
+    }
+
+    /// The bytes of token `id` (a control token's are its text), or `None` out of range.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.bytes.get(id as usize).map(Vec::as_slice)
+    }
+
+    /// Whether `id` is a control token (type 3 in the GGUF: `<|im_end|>` and the like), which
+    /// plain text never encodes to.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.control.get(id as usize).copied().unwrap_or(false)
     }
 
     /// The raw bytes of `ids` (may end inside a UTF-8 sequence; see [`Tokenizer::decode`]).

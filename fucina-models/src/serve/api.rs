@@ -2,6 +2,7 @@
 //! this server cannot honour refused by name), responses, stream chunks and errors, for
 //! `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
 
+use crate::llm::grammar::Grammar;
 use crate::llm::sampling::MAX_LOGIT_BIAS;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -61,20 +62,19 @@ pub struct Common {
     pub frequency_penalty: Option<f32>,
     /// `{"token id": bias}` with biases in -100..100.
     pub logit_bias: Option<Value>,
+    /// Structured output: `{"type": "text"}` (the default), `{"type": "json_object"}` or
+    /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
+    pub response_format: Option<Value>,
     /// Parameters of the OpenAI API this server cannot honour yet. They are read only to be
-    /// refused with a 400 that names them ([`unsupported`]), never silently ignored.
+    /// refused with a 400 that names them ([`check_common`]), never silently ignored.
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
 
-/// The OpenAI request parameters this server does not implement (structured output, tools,
-/// log-probabilities, and the completions-only extras): present with an effect, each is a
+/// The OpenAI request parameters this server does not implement (tools, log-probabilities, and the completions-only extras): present with an effect, each is a
 /// 400 naming it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Unsupported {
-    /// Structured output (`json_object`, `json_schema`); `{"type": "text"}` is the default
-    /// and is accepted.
-    pub response_format: Option<Value>,
     /// Tool definitions.
     pub tools: Option<Value>,
     /// Tool choice; `"none"` is accepted.
@@ -140,11 +140,6 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
         Err(ParamError { message: format!("{name} is not supported by this server"), code: "unsupported_parameter" })
     };
     let is_off = |v: &Value| matches!(v, Value::Null | Value::Bool(false)) || v.as_u64() == Some(0);
-    if let Some(f) = &u.response_format {
-        if f.get("type").and_then(Value::as_str) != Some("text") {
-            return refuse("response_format (structured output)");
-        }
-    }
     if u.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
         return refuse("tools");
     }
@@ -201,6 +196,37 @@ pub fn logit_bias(c: &Common, vocab: usize) -> Result<Vec<(u32, f32)>, ParamErro
         out.push((id, bias as f32));
     }
     Ok(out)
+}
+
+/// The grammar `response_format` asks for: `None` for plain text, a JSON schema for
+/// `json_object` (any object) and `json_schema` (its `schema`; absent: any JSON value).
+pub fn response_format(c: &Common) -> Result<Option<Grammar>, ParamError> {
+    let invalid = |message: String| ParamError { message, code: "invalid_value" };
+    let Some(f) = c.response_format.as_ref().filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    match f.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Grammar::json_object())),
+        Some("json_schema") => {
+            let spec = f
+                .get("json_schema")
+                .and_then(Value::as_object)
+                .ok_or_else(|| invalid("response_format.json_schema must be an object".into()))?;
+            if !spec.get("name").is_some_and(Value::is_string) {
+                return Err(invalid("response_format.json_schema.name must be a string".into()));
+            }
+            match spec.get("schema") {
+                None | Some(Value::Null) => Ok(Some(Grammar::JsonSchema(json!({})))),
+                Some(s @ (Value::Object(_) | Value::Bool(true))) => Ok(Some(Grammar::JsonSchema(s.clone()))),
+                Some(_) => Err(invalid("response_format.json_schema.schema must be a JSON schema object".into())),
+            }
+        }
+        Some(other) => {
+            Err(invalid(format!("response_format.type `{other}` is not one of text, json_object, json_schema")))
+        }
+        None => Err(invalid("response_format must be an object with a type".into())),
+    }
 }
 
 /// Whether the request asks for a last streamed chunk with the token counts.

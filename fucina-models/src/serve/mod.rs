@@ -10,11 +10,12 @@ pub mod http;
 pub mod worker;
 
 use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
+use crate::llm::grammar::{GrammarCompiler, GrammarConstraint};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{
-    check_common, content_text, error_body, include_usage, logit_bias, ChatRequest, Common, CompletionRequest, Stop,
-    Usage,
+    check_common, content_text, error_body, include_usage, logit_bias, response_format, ChatRequest, Common,
+    CompletionRequest, Stop, Usage,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -51,6 +52,9 @@ pub struct AppState {
     pub counter: AtomicU64,
     /// Time a client has to send the request body.
     pub body_timeout: std::time::Duration,
+    /// Compiles `response_format` grammars against the model's vocabulary (`None`: the
+    /// model has no end token, and structured output is refused).
+    pub grammar: Option<GrammarCompiler>,
 }
 
 /// The routes.
@@ -170,6 +174,8 @@ struct Prepared {
     stream: bool,
     /// Streaming: a last chunk with the token counts (`stream_options.include_usage`).
     include_usage: bool,
+    /// The compiled `response_format`, if any.
+    grammar: Option<GrammarConstraint>,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -201,15 +207,36 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
         seed: c.seed.unwrap_or_else(crate::llm::sampling::random_seed),
     };
     params.validate().map_err(bad)?;
-    // Tokenizing is CPU work (milliseconds to seconds for a long prompt): off the async threads.
+    let wanted = response_format(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
+    let compiler = match (&wanted, &st.grammar) {
+        (None, _) => None,
+        (Some(_), Some(g)) => Some(g.clone()),
+        (Some(_), None) => {
+            return Err(fail(
+                StatusCode::BAD_REQUEST,
+                "response_format: this model has no end token, so a constrained answer could not end",
+                Some("unsupported_parameter"),
+            ))
+        }
+    };
+    // Tokenizing and compiling a grammar are CPU work (milliseconds to seconds for a long
+    // prompt or a large schema): off the async threads.
     let tok = st.tokenizer.clone();
-    let prompt = tokio::task::spawn_blocking(move || match input {
-        Input::Raw(text) => tok.encode(&text),
-        Input::Chat(p) => tok.encode_prompt(&p),
+    let (prompt, grammar) = tokio::task::spawn_blocking(move || {
+        let grammar = match (compiler, wanted) {
+            (Some(c), Some(g)) => Some(c.compile(&g).map_err(|e| format!("response_format: {e}"))?),
+            _ => None,
+        };
+        let prompt = match input {
+            Input::Raw(text) => tok.encode(&text),
+            Input::Chat(p) => tok.encode_prompt(&p),
+        }
+        .map_err(|e| format!("cannot tokenize the prompt: {e}"))?;
+        Ok::<_, String>((prompt, grammar))
     })
     .await
     .map_err(|e| fail(StatusCode::INTERNAL_SERVER_ERROR, format!("tokenizer task failed: {e}"), None))?
-    .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+    .map_err(bad)?;
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
     }
@@ -237,7 +264,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     if stop.len() > 4 || stop.iter().any(|s| s.is_empty()) {
         return Err(bad("stop takes up to 4 non-empty strings".into()));
     }
-    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream, include_usage: include_usage(c) })
+    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream, include_usage: include_usage(c), grammar })
 }
 
 async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
@@ -265,10 +292,13 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
     if messages.is_empty() {
         return fail(StatusCode::BAD_REQUEST, "messages is empty", None);
     }
+    // A constrained answer starts under its grammar at once: no thinking block before it.
+    let constrained = matches!(response_format(&body.common), Ok(Some(_)));
     let think = body
         .enable_thinking
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
-        .unwrap_or(st.think);
+        .unwrap_or(st.think)
+        && !constrained;
     let p = match prepare(&st, Input::Chat(st.format.prompt(&messages, think)), &body.common).await {
         Ok(p) => p,
         Err(r) => return r,
@@ -296,7 +326,14 @@ async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response 
 /// Queues the job and answers with the whole completion or a stream of chunks.
 async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job { prompt: p.prompt, params: p.params, max_tokens: p.max_tokens, stop: p.stop, events: tx };
+    let job = Job {
+        prompt: p.prompt,
+        params: p.params,
+        max_tokens: p.max_tokens,
+        stop: p.stop,
+        grammar: p.grammar,
+        events: tx,
+    };
     if let Err(e) = st.worker.submit(job) {
         return fail(StatusCode::SERVICE_UNAVAILABLE, e, None);
     }

@@ -4,6 +4,7 @@
 //! grows turn by turn) reuses them instead of recomputing.
 
 use crate::llm::generate::{generate, CausalLm, GenerateOptions, StopReason};
+use crate::llm::grammar::GrammarConstraint;
 use crate::llm::sampling::{Sampler, SamplingParams};
 use crate::llm::tokenizer::Tokenizer;
 use crate::llm::KvCache;
@@ -24,6 +25,8 @@ pub struct Job {
     pub max_tokens: usize,
     /// Stop strings: generation ends before the first one (which is not sent).
     pub stop: Vec<String>,
+    /// The grammar every token must follow (`response_format`), if any.
+    pub grammar: Option<GrammarConstraint>,
     /// Where the output goes.
     pub events: UnboundedSender<Event>,
 }
@@ -137,13 +140,16 @@ struct State {
 }
 
 impl State {
-    fn run(&mut self, model: &dyn CausalLm, tok: &Tokenizer, stop_tokens: &[u32], job: Job) {
+    fn run(&mut self, model: &dyn CausalLm, tok: &Tokenizer, stop_tokens: &[u32], mut job: Job) {
         // Reuse the cached prefix; at least the last prompt token is always fed again.
         let common = self.fed.iter().zip(&job.prompt).take_while(|(a, b)| a == b).count();
         let common = common.min(job.prompt.len().saturating_sub(1));
         self.cache.truncate(common);
         self.fed.truncate(common);
         let mut sampler = Sampler::new(job.params.clone());
+        if let Some(g) = job.grammar.take() {
+            sampler.set_processor(Some(Box::new(g)));
+        }
         let opts = GenerateOptions { max_tokens: job.max_tokens, stop_tokens: stop_tokens.to_vec() };
         let mut text = String::new();
         let mut sent = 0;
@@ -230,7 +236,8 @@ mod tests {
 
     fn run(w: &Worker, prompt: Vec<u32>) -> Vec<Event> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let job = Job { prompt, params: SamplingParams::default(), max_tokens: 3, stop: vec![], events: tx };
+        let job =
+            Job { prompt, params: SamplingParams::default(), max_tokens: 3, stop: vec![], grammar: None, events: tx };
         w.submit(job).unwrap();
         let mut out = Vec::new();
         while let Some(e) = rx.blocking_recv() {
