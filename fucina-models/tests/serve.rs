@@ -5,7 +5,7 @@
 use fucina::prelude::*;
 use fucina_models::llm::chat::{render_chat, Message, Role};
 use fucina_models::llm::cli::{default_model, stop_tokens};
-use fucina_models::llm::generate::{generate, GenerateOptions};
+use fucina_models::llm::generate::{generate, generate_observed, GenerateOptions};
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -259,8 +259,6 @@ fn openai_parameters_are_honoured_or_refused() {
     let refused = [
         ("tools", json!([{ "type": "function", "function": { "name": "f", "parameters": {} } }])),
         ("tool_choice", json!("required")),
-        ("logprobs", json!(true)),
-        ("top_logprobs", json!(2)),
     ];
     for (key, value) in &refused {
         let mut body = chat_body("Hello", false);
@@ -269,7 +267,7 @@ fn openai_parameters_are_honoured_or_refused() {
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{key}: {r}");
         assert!(r["error"]["message"].as_str().unwrap().contains(key), "{key}: {r}");
     }
-    for (key, value) in [("echo", json!(true)), ("best_of", json!(2)), ("suffix", json!("!")), ("logprobs", json!(3))] {
+    for (key, value) in [("echo", json!(true)), ("best_of", json!(2)), ("suffix", json!("!"))] {
         let (code, r) = post(&s.base, "/v1/completions", &json!({ "prompt": "Hello", key: value }));
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some("unsupported_parameter")), "{key}: {r}");
     }
@@ -478,5 +476,115 @@ fn structured_output_follows_the_schema() {
         let (code, r) = post(&s.base, "/v1/chat/completions", &body);
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{bad}: {r}");
         assert!(r["error"]["message"].as_str().unwrap().contains("response_format"), "{bad}: {r}");
+    }
+}
+
+/// The reference for logprobs: the library's greedy tokens for `prompt`, each with the
+/// log-softmax of its logits row computed here in f64 (the chosen token's and the top 3).
+fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<(Vec<u8>, f64, Vec<(Vec<u8>, f64)>)> {
+    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+    let _g = ctx.enter();
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
+    let mut sampler = Sampler::new(SamplingParams::default());
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok) };
+    let mut out = Vec::new();
+    generate_observed(&*lm.model, &tok, &mut cache, prompt, &mut sampler, &opts, &mut |_| true, &mut |id, logits| {
+        let lse = logits.iter().map(|&x| (x as f64).exp()).sum::<f64>().ln();
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        let bytes = |t: usize| tok.decode_bytes(&[t as u32]).unwrap();
+        let top = order[..3].iter().map(|&t| (bytes(t), logits[t] as f64 - lse)).collect();
+        out.push((bytes(id as usize), logits[id as usize] as f64 - lse, top));
+    })
+    .unwrap();
+    out
+}
+
+/// `logprobs` / `top_logprobs`: each token's log-probability is the model's log-softmax
+/// (within 1e-4, against a reference computed in this test), the alternatives are the most
+/// likely tokens in order, streams carry the same values, and out-of-range values are 400s.
+#[test]
+fn logprobs_are_the_models_log_softmax() {
+    let s = start();
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let user = "What is the capital of France?";
+    let chat_prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
+    let want = reference_logprobs(&chat_prompt, 8);
+    let check = |content: &[Value]| {
+        assert_eq!(content.len(), want.len(), "{content:?}");
+        for (i, (c, (bytes, lp, top))) in content.iter().zip(&want).enumerate() {
+            let got_bytes: Vec<u8> = c["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+            assert_eq!(&got_bytes, bytes, "token {i}");
+            assert!((c["logprob"].as_f64().unwrap() - lp).abs() < 1e-4, "token {i}: {} vs {lp}", c["logprob"]);
+            let alts = c["top_logprobs"].as_array().unwrap();
+            assert_eq!(alts.len(), 3);
+            for (a, (b, l)) in alts.iter().zip(top) {
+                assert_eq!(a["token"].as_str().unwrap(), String::from_utf8_lossy(b), "token {i}");
+                assert!((a["logprob"].as_f64().unwrap() - l).abs() < 1e-4, "token {i}");
+            }
+        }
+    };
+    let body = json!({ "messages": [{ "role": "user", "content": user }], "max_tokens": 8, "temperature": 0,
+                       "logprobs": true, "top_logprobs": 3 });
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{r}");
+    check(r["choices"][0]["logprobs"]["content"].as_array().unwrap());
+    // Streamed: the same entries, spread over the chunks.
+    let mut body_s = body.clone();
+    body_s["stream"] = json!(true);
+    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body_s).unwrap();
+    let mut content = Vec::new();
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            break;
+        }
+        let c: Value = serde_json::from_str(data).unwrap();
+        if let Some(a) = c["choices"][0]["logprobs"]["content"].as_array() {
+            content.extend(a.iter().cloned());
+        }
+    }
+    check(&content);
+    // Without logprobs the field is null.
+    let (_, r) = post(&s.base, "/v1/chat/completions", &chat_body(user, false));
+    assert!(r["choices"][0]["logprobs"].is_null(), "{r}");
+
+    // Completions: the legacy shape, `logprobs` as the number of alternatives.
+    let body = json!({ "prompt": "Hello world", "max_tokens": 5, "temperature": 0, "logprobs": 2 });
+    let (code, r) = post(&s.base, "/v1/completions", &body);
+    assert_eq!(code, 200, "{r}");
+    let want = reference_logprobs(&tok.encode("Hello world").unwrap(), 5);
+    let lp = &r["choices"][0]["logprobs"];
+    let tokens: Vec<&str> = lp["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(tokens.concat(), r["choices"][0]["text"].as_str().unwrap());
+    for (i, (bytes, l, top)) in want.iter().enumerate() {
+        assert_eq!(tokens[i], String::from_utf8_lossy(bytes));
+        assert!((lp["token_logprobs"][i].as_f64().unwrap() - l).abs() < 1e-4, "token {i}");
+        let alts = lp["top_logprobs"][i].as_object().unwrap();
+        assert_eq!(alts.len(), 2);
+        let best = String::from_utf8_lossy(&top[0].0).into_owned();
+        assert!((alts[&best].as_f64().unwrap() - top[0].1).abs() < 1e-4, "token {i}");
+    }
+    let offsets: Vec<u64> = lp["text_offset"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()).collect();
+    assert_eq!(offsets[0], 0);
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+
+    for (path, bad) in [
+        ("/v1/chat/completions", json!({ "messages": [{ "role": "user", "content": "Hi" }], "logprobs": 3 })),
+        (
+            "/v1/chat/completions",
+            json!({ "messages": [{ "role": "user", "content": "Hi" }], "logprobs": true, "top_logprobs": 21 }),
+        ),
+        ("/v1/chat/completions", json!({ "messages": [{ "role": "user", "content": "Hi" }], "top_logprobs": 2 })),
+        ("/v1/completions", json!({ "prompt": "Hi", "logprobs": 6 })),
+        ("/v1/completions", json!({ "prompt": "Hi", "logprobs": -1 })),
+    ] {
+        let (code, r) = post(&s.base, path, &bad);
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{bad}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains("logprobs"), "{bad}: {r}");
     }
 }

@@ -135,13 +135,30 @@ pub fn generate(
     opts: &GenerateOptions,
     on_text: &mut dyn FnMut(&str) -> bool,
 ) -> Result<(Vec<u32>, GenerationStats)> {
+    generate_observed(model, tokenizer, cache, prompt, sampler, opts, on_text, &mut |_, _| {})
+}
+
+/// [`generate`], with `on_token` told each generated token (not the stop token) and the
+/// model's logits row it was sampled from, before that token's text reaches `on_text`
+/// (log-probabilities are computed from it).
+#[allow(clippy::too_many_arguments)]
+pub fn generate_observed(
+    model: &dyn CausalLm,
+    tokenizer: &Tokenizer,
+    cache: &mut KvCache,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    opts: &GenerateOptions,
+    on_text: &mut dyn FnMut(&str) -> bool,
+    on_token: &mut dyn FnMut(u32, &[f32]),
+) -> Result<(Vec<u32>, GenerationStats)> {
     if prompt.is_empty() {
         return Err(FucinaError::InvalidArgument { op: "generate", msg: "the prompt has no tokens".into() });
     }
     cache.check_room(prompt.len())?;
     let t0 = Instant::now();
     let ctx = ExecContext::current();
-    let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
+    let mut logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
     let mut history: Vec<u32> = prompt.to_vec();
     let mut next = sampler.next(&logits, &history)?;
     let prefill_seconds = t0.elapsed().as_secs_f64();
@@ -157,6 +174,7 @@ pub fn generate(
         }
         out.push(next);
         history.push(next);
+        on_token(next, &logits);
         let piece = text.push(&tokenizer.decode_bytes(&[next])?);
         if !piece.is_empty() && !on_text(&piece) {
             break StopReason::Cancelled;
@@ -171,7 +189,7 @@ pub fn generate(
         if cache.len() >= cache.capacity() {
             break StopReason::ContextFull;
         }
-        let logits = ctx.run_on_pool(|| model.forward(&[next], cache, false))?.to_f32_vec();
+        logits = ctx.run_on_pool(|| model.forward(&[next], cache, false))?.to_f32_vec();
         next = sampler.next(&logits, &history)?;
     };
     let rest = text.finish();

@@ -15,7 +15,7 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use chat::{render_chat, Message, Role};
-pub use generate::{generate, CausalLm, GenerateOptions, GenerationStats, StopReason};
+pub use generate::{generate, generate_observed, CausalLm, GenerateOptions, GenerationStats, StopReason};
 pub use kv_cache::KvCache;
 pub use sampling::{Sampler, SamplingParams};
 pub use tokenizer::Tokenizer;

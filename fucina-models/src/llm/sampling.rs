@@ -272,6 +272,37 @@ impl Sampler {
     }
 }
 
+/// The log-probability of `chosen` under softmax(`logits`) and the `top` most likely ids
+/// with theirs (most likely first, lower id first on ties): the model's own distribution,
+/// before any bias, penalty, grammar or temperature. Sums in f64.
+///
+/// ```
+/// use fucina_models::llm::sampling::token_logprobs;
+/// let (lp, top) = token_logprobs(&[0.0, 2f32.ln(), 0.0], 0, 2);
+/// assert!((lp - 0.25f32.ln()).abs() < 1e-6);
+/// assert_eq!(top[0].0, 1);
+/// assert!((top[0].1 - 0.5f32.ln()).abs() < 1e-6);
+/// assert_eq!(top[1].0, 0); // a tie with id 2: the lower id
+/// ```
+pub fn token_logprobs(logits: &[f32], chosen: u32, top: usize) -> (f32, Vec<(u32, f32)>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return (f32::NAN, Vec::new());
+    }
+    let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+    let lse = f64::from(max) + sum.ln();
+    let lp = |t: u32| logits.get(t as usize).map_or(f32::NEG_INFINITY, |&x| (f64::from(x) - lse) as f32);
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    let order = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+    let top = top.min(idx.len());
+    if top > 0 && top < idx.len() {
+        idx.select_nth_unstable_by(top - 1, order);
+    }
+    idx.truncate(top);
+    idx.sort_by(order);
+    (lp(chosen), idx.into_iter().map(|t| (t, lp(t))).collect())
+}
+
 /// Index of the largest value (the first one on ties).
 pub fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;

@@ -2,6 +2,7 @@
 //! this server cannot honour refused by name), responses, stream chunks and errors, for
 //! `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
 
+use super::worker::TokenLogprob;
 use crate::llm::grammar::Grammar;
 use crate::llm::sampling::MAX_LOGIT_BIAS;
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,10 @@ pub struct Common {
     pub frequency_penalty: Option<f32>,
     /// `{"token id": bias}` with biases in -100..100.
     pub logit_bias: Option<Value>,
+    /// Log-probabilities: a bool on chat, the number of alternatives (0..=5) on completions.
+    pub logprobs: Option<Value>,
+    /// Chat: the number of most likely alternatives per token (0..=20; needs `logprobs`).
+    pub top_logprobs: Option<Value>,
     /// Structured output: `{"type": "text"}` (the default), `{"type": "json_object"}` or
     /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
     pub response_format: Option<Value>,
@@ -85,10 +90,6 @@ pub struct Unsupported {
     pub functions: Option<Value>,
     /// The legacy form of `tool_choice`.
     pub function_call: Option<Value>,
-    /// Log-probabilities (a bool for chat, a count for completions); `false` / `0` accepted.
-    pub logprobs: Option<Value>,
-    /// Most likely alternatives per token.
-    pub top_logprobs: Option<Value>,
     /// Completions: echo the prompt.
     pub echo: Option<bool>,
     /// Completions: server-side best of n.
@@ -139,7 +140,6 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
     let refuse = |name: &str| {
         Err(ParamError { message: format!("{name} is not supported by this server"), code: "unsupported_parameter" })
     };
-    let is_off = |v: &Value| matches!(v, Value::Null | Value::Bool(false)) || v.as_u64() == Some(0);
     if u.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
         return refuse("tools");
     }
@@ -151,12 +151,6 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
     }
     if u.parallel_tool_calls.is_some() {
         return refuse("parallel_tool_calls");
-    }
-    if u.logprobs.as_ref().is_some_and(|v| !is_off(v)) {
-        return refuse("logprobs");
-    }
-    if u.top_logprobs.as_ref().is_some_and(|v| !is_off(v)) {
-        return refuse("top_logprobs");
     }
     if u.echo == Some(true) {
         return refuse("echo");
@@ -196,6 +190,79 @@ pub fn logit_bias(c: &Common, vocab: usize) -> Result<Vec<(u32, f32)>, ParamErro
         out.push((id, bias as f32));
     }
     Ok(out)
+}
+
+/// What `logprobs` / `top_logprobs` ask for: `None` (off) or `Some(n)`: each token's
+/// log-probability and the `n` most likely alternatives. Chat takes `logprobs: bool` and
+/// `top_logprobs` 0..=20 (which needs `logprobs: true`); completions take `logprobs` as the
+/// count, 0..=5, as OpenAI's API does.
+pub fn logprobs(c: &Common, chat: bool) -> Result<Option<usize>, ParamError> {
+    let invalid = |message: String| ParamError { message, code: "invalid_value" };
+    let lp = c.logprobs.as_ref().filter(|v| !v.is_null());
+    let top = c.top_logprobs.as_ref().filter(|v| !v.is_null());
+    if !chat {
+        if top.is_some() {
+            return Err(invalid("top_logprobs is a chat parameter; completions take logprobs: <count>".into()));
+        }
+        return match lp {
+            None | Some(Value::Bool(false)) => Ok(None),
+            Some(v) => match v.as_u64().filter(|&n| n <= 5) {
+                Some(n) => Ok(Some(n as usize)),
+                None => Err(invalid(format!("logprobs must be an integer between 0 and 5, got {v}"))),
+            },
+        };
+    }
+    let on = match lp {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(invalid(format!("logprobs must be a boolean, got {v}"))),
+    };
+    let n = match top {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .filter(|&n| n <= 20)
+            .ok_or_else(|| invalid(format!("top_logprobs must be an integer between 0 and 20, got {v}")))?
+            as usize,
+    };
+    if n > 0 && !on {
+        return Err(invalid("top_logprobs needs logprobs: true".into()));
+    }
+    Ok(on.then_some(n))
+}
+
+/// A chat choice's `logprobs`: `{"content": [{token, logprob, bytes, top_logprobs}]}`.
+pub fn chat_logprobs(lps: &[TokenLogprob]) -> Value {
+    let one = |bytes: &[u8], logprob: f32| json!({ "token": String::from_utf8_lossy(bytes), "logprob": logprob, "bytes": bytes });
+    let content: Vec<Value> = lps
+        .iter()
+        .map(|t| {
+            let mut v = one(&t.bytes, t.logprob);
+            v["top_logprobs"] = t.top.iter().map(|(b, l)| one(b, *l)).collect();
+            v
+        })
+        .collect();
+    json!({ "content": content, "refusal": Value::Null })
+}
+
+/// A completion choice's legacy `logprobs`: parallel `tokens`, `token_logprobs`,
+/// `top_logprobs` (token -> logprob maps) and `text_offset` (byte offsets in the answer,
+/// counted from `offset`).
+pub fn completion_logprobs(lps: &[TokenLogprob], offset: usize) -> Value {
+    let mut at = offset;
+    let mut text_offset = Vec::with_capacity(lps.len());
+    for t in lps {
+        text_offset.push(at);
+        at += t.bytes.len();
+    }
+    json!({
+        "tokens": lps.iter().map(|t| String::from_utf8_lossy(&t.bytes).into_owned()).collect::<Vec<_>>(),
+        "token_logprobs": lps.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+        "top_logprobs": lps.iter().map(|t| {
+            t.top.iter().map(|(b, l)| (String::from_utf8_lossy(b).into_owned(), json!(l))).collect::<serde_json::Map<_, _>>()
+        }).collect::<Vec<_>>(),
+        "text_offset": text_offset,
+    })
 }
 
 /// The grammar `response_format` asks for: `None` for plain text, a JSON schema for

@@ -14,8 +14,8 @@ use crate::llm::grammar::{GrammarCompiler, GrammarConstraint};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{
-    check_common, content_text, error_body, include_usage, logit_bias, response_format, ChatRequest, Common,
-    CompletionRequest, Stop, Usage,
+    chat_logprobs, check_common, completion_logprobs, content_text, error_body, include_usage, logit_bias, logprobs,
+    response_format, ChatRequest, Common, CompletionRequest, Stop, Usage,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -27,7 +27,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use worker::{Event, Job, Worker};
+use worker::{Event, Job, TokenLogprob, Worker};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -176,6 +176,8 @@ struct Prepared {
     include_usage: bool,
     /// The compiled `response_format`, if any.
     grammar: Option<GrammarConstraint>,
+    /// Log-probabilities with this many alternatives, if asked for.
+    logprobs: Option<usize>,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -207,6 +209,8 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
         seed: c.seed.unwrap_or_else(crate::llm::sampling::random_seed),
     };
     params.validate().map_err(bad)?;
+    let chat = matches!(input, Input::Chat(_));
+    let logprobs = logprobs(c, chat).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
     let wanted = response_format(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
     let compiler = match (&wanted, &st.grammar) {
         (None, _) => None,
@@ -264,7 +268,16 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     if stop.len() > 4 || stop.iter().any(|s| s.is_empty()) {
         return Err(bad("stop takes up to 4 non-empty strings".into()));
     }
-    Ok(Prepared { prompt, params, max_tokens, stop, stream: c.stream, include_usage: include_usage(c), grammar })
+    Ok(Prepared {
+        prompt,
+        params,
+        max_tokens,
+        stop,
+        stream: c.stream,
+        include_usage: include_usage(c),
+        grammar,
+        logprobs,
+    })
 }
 
 async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
@@ -332,6 +345,7 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
         max_tokens: p.max_tokens,
         stop: p.stop,
         grammar: p.grammar,
+        logprobs: p.logprobs,
         events: tx,
     };
     if let Err(e) = st.worker.submit(job) {
@@ -340,19 +354,28 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     let n = st.counter.fetch_add(1, Ordering::Relaxed);
     let id = if chat { format!("chatcmpl-{n}") } else { format!("cmpl-{n}") };
     let (created, model) = (now(), st.model_id.clone());
+    let want_logprobs = p.logprobs.is_some();
     if !p.stream {
         let mut text = String::new();
+        let mut lps = Vec::new();
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Text(t) => text.push_str(&t),
+                Event::Logprobs(l) => lps.extend(l),
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
                     let usage =
                         Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+                    let logprobs = match (want_logprobs, chat) {
+                        (false, _) => Value::Null,
+                        (true, true) => chat_logprobs(&lps),
+                        (true, false) => completion_logprobs(&lps, 0),
+                    };
                     let choice = if chat {
-                        json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish })
+                        json!({ "index": 0, "message": { "role": "assistant", "content": text },
+                                "logprobs": logprobs, "finish_reason": finish })
                     } else {
-                        json!({ "index": 0, "text": text, "logprobs": Value::Null, "finish_reason": finish })
+                        json!({ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish })
                     };
                     let object = if chat { "chat.completion" } else { "text_completion" };
                     return Json(json!({
@@ -368,7 +391,19 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     // Streaming: one chunk per piece of text, a last chunk with the finish reason, [DONE].
     let object = if chat { "chat.completion.chunk" } else { "text_completion" };
     let (include_usage, id_usage, model_usage) = (p.include_usage, id.clone(), model.clone());
-    let chunk = move |delta: Option<&str>, finish: Option<&str>, first: bool| -> String {
+    // Log-probabilities ride on the chunk whose text their tokens start in; a completion's
+    // text offsets continue across chunks.
+    let mut offset = 0usize;
+    let mut chunk = move |delta: Option<&str>, finish: Option<&str>, first: bool, lps: &[TokenLogprob]| -> String {
+        let logprobs = match (want_logprobs, chat) {
+            (false, _) => Value::Null,
+            (true, true) => chat_logprobs(lps),
+            (true, false) => {
+                let v = completion_logprobs(lps, offset);
+                offset += lps.iter().map(|t| t.bytes.len()).sum::<usize>();
+                v
+            }
+        };
         let choice = if chat {
             let mut d = serde_json::Map::new();
             if first {
@@ -377,12 +412,13 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
             if let Some(t) = delta {
                 d.insert("content".into(), json!(t));
             }
-            json!({ "index": 0, "delta": d, "finish_reason": finish })
+            json!({ "index": 0, "delta": d, "logprobs": logprobs, "finish_reason": finish })
         } else {
-            json!({ "index": 0, "text": delta.unwrap_or(""), "logprobs": Value::Null, "finish_reason": finish })
+            json!({ "index": 0, "text": delta.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish })
         };
         json!({ "id": id, "object": object, "created": created, "model": model, "choices": [choice] }).to_string()
     };
+    let mut lps: Vec<TokenLogprob> = Vec::new();
     let mut first = true;
     let mut done = false;
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
@@ -397,12 +433,15 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
             }
             match rx.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Event::Logprobs(l))) => lps.extend(l),
                 Poll::Ready(Some(Event::Text(t))) => {
-                    pending.push_back(chunk(Some(&t), None, first));
+                    pending.push_back(chunk(Some(&t), None, first, &lps));
+                    lps.clear();
                     first = false;
                 }
                 Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens })) => {
-                    pending.push_back(chunk(None, Some(finish), first));
+                    pending.push_back(chunk(None, Some(finish), first, &lps));
+                    lps.clear();
                     if include_usage {
                         // As OpenAI sends it: a last chunk with no choices and the counts.
                         let usage =

@@ -3,12 +3,14 @@
 //! previous request's tokens, and a request that starts with the same tokens (a chat that
 //! grows turn by turn) reuses them instead of recomputing.
 
-use crate::llm::generate::{generate, CausalLm, GenerateOptions, StopReason};
+use crate::llm::generate::{generate_observed, CausalLm, GenerateOptions, StopReason};
 use crate::llm::grammar::GrammarConstraint;
+use crate::llm::sampling::token_logprobs;
 use crate::llm::sampling::{Sampler, SamplingParams};
 use crate::llm::tokenizer::Tokenizer;
 use crate::llm::KvCache;
 use fucina::prelude::*;
+use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -27,8 +29,22 @@ pub struct Job {
     pub stop: Vec<String>,
     /// The grammar every token must follow (`response_format`), if any.
     pub grammar: Option<GrammarConstraint>,
+    /// Log-probabilities: `None` off, `Some(n)` each token's and the `n` most likely.
+    pub logprobs: Option<usize>,
     /// Where the output goes.
     pub events: UnboundedSender<Event>,
+}
+
+/// One generated token's log-probability under the model's distribution (before bias,
+/// penalties, grammar and temperature) and the most likely alternatives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's bytes (a piece of a UTF-8 character at times).
+    pub bytes: Vec<u8>,
+    /// Its natural log-probability.
+    pub logprob: f32,
+    /// The most likely tokens, most likely first: bytes and log-probability.
+    pub top: Vec<(Vec<u8>, f32)>,
 }
 
 /// What the worker sends back for a job.
@@ -36,6 +52,9 @@ pub struct Job {
 pub enum Event {
     /// A piece of generated text (whole UTF-8 characters).
     Text(String),
+    /// The log-probabilities of the tokens whose text starts in the next `Text` (sent just
+    /// before it; at the end, before `Done`).
+    Logprobs(Vec<TokenLogprob>),
     /// The end: OpenAI's `finish_reason` and the token counts.
     Done {
         /// `stop` (end token or stop string) or `length`.
@@ -156,9 +175,31 @@ impl State {
         let mut stopped_by_string = false;
         let hold = job.stop.iter().map(|s| s.len()).max().unwrap_or(0);
         let events = job.events.clone();
+        // Log-probabilities wait, keyed by where their token's bytes start in the answer,
+        // until the text they start in is sent.
+        let pending: RefCell<Vec<(usize, TokenLogprob)>> = RefCell::new(Vec::new());
+        let flush = |upto: usize| {
+            let mut p = pending.borrow_mut();
+            let k = p.iter().take_while(|(at, _)| *at < upto).count();
+            if k > 0 {
+                let _ = events.send(Event::Logprobs(p.drain(..k).map(|(_, e)| e).collect()));
+            }
+        };
+        let mut raw = 0usize;
+        let mut on_token = |id: u32, logits: &[f32]| {
+            let Some(n) = job.logprobs else { return };
+            let bytes = tok.decode_bytes(&[id]).unwrap_or_default();
+            let (logprob, top) = token_logprobs(logits, id, n);
+            let top = top.into_iter().map(|(t, l)| (tok.decode_bytes(&[t]).unwrap_or_default(), l)).collect();
+            let len = bytes.len();
+            pending.borrow_mut().push((raw, TokenLogprob { bytes, logprob, top }));
+            raw += len;
+        };
         let mut on_text = |piece: &str| {
             text.push_str(piece);
             if let Some(at) = job.stop.iter().filter_map(|s| text[sent..].find(s.as_str()).map(|i| sent + i)).min() {
+                flush(at);
+                pending.borrow_mut().clear();
                 if at > sent {
                     let _ = events.send(Event::Text(text[sent..at].to_string()));
                 }
@@ -172,17 +213,23 @@ impl State {
                 upto -= 1;
             }
             if upto > sent {
+                flush(upto);
                 let ok = events.send(Event::Text(text[sent..upto].to_string())).is_ok();
                 sent = upto;
                 return ok; // the client went away: stop generating
             }
             true
         };
-        let result = generate(model, tok, &mut self.cache, &job.prompt[common..], &mut sampler, &opts, &mut on_text);
+        let prompt = &job.prompt[common..];
+        let result =
+            generate_observed(model, tok, &mut self.cache, prompt, &mut sampler, &opts, &mut on_text, &mut on_token);
         match result {
             Ok((out, stats)) => {
-                if !stopped_by_string && sent < text.len() {
-                    let _ = job.events.send(Event::Text(text[sent..].to_string()));
+                if !stopped_by_string {
+                    flush(usize::MAX);
+                    if sent < text.len() {
+                        let _ = job.events.send(Event::Text(text[sent..].to_string()));
+                    }
                 }
                 self.fed.extend_from_slice(&job.prompt[common..]);
                 self.fed.extend_from_slice(&out);
@@ -236,8 +283,8 @@ mod tests {
 
     fn run(w: &Worker, prompt: Vec<u32>) -> Vec<Event> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let job =
-            Job { prompt, params: SamplingParams::default(), max_tokens: 3, stop: vec![], grammar: None, events: tx };
+        let params = SamplingParams::default();
+        let job = Job { prompt, params, max_tokens: 3, stop: vec![], grammar: None, logprobs: None, events: tx };
         w.submit(job).unwrap();
         let mut out = Vec::new();
         while let Some(e) = rx.blocking_recv() {
