@@ -481,7 +481,10 @@ fn structured_output_follows_the_schema() {
 
 /// The reference for logprobs: the library's greedy tokens for `prompt`, each with the
 /// log-softmax of its logits row computed here in f64 (the chosen token's and the top 3).
-fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<(Vec<u8>, f64, Vec<(Vec<u8>, f64)>)> {
+/// One token of the reference: its bytes, its log-probability, the top 3 (bytes, logprob).
+type RefToken = (Vec<u8>, f64, Vec<(Vec<u8>, f64)>);
+
+fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<RefToken> {
     let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
     let _g = ctx.enter();
     let lm = fucina_models::lm::open(&default_model(), false).unwrap();
