@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The server as the official `openai` Python SDK sees it (run by tools/openai_check against
+`serve` on the tiny default model; every check fails if the parameter were ignored).
+
+    python tools/openai_client_check.py http://127.0.0.1:PORT/v1
+"""
+import json
+import sys
+
+import jsonschema
+import openai
+import pydantic
+from openai import OpenAI
+
+base = sys.argv[1]
+client = OpenAI(base_url=base, api_key="none", max_retries=0, timeout=120)
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    if not cond:
+        raise SystemExit(f"FAILED: {what}")
+    checks += 1
+
+
+def expect_error(kind, what, **kw):
+    try:
+        client.chat.completions.create(**kw)
+    except kind as e:
+        check(True, what)
+        return e
+    raise SystemExit(f"FAILED: {what}: no {kind.__name__}")
+
+
+model = client.models.list().data[0].id
+check(client.models.retrieve(model).id == model, "models.retrieve")
+msgs = [{"role": "user", "content": "What is the capital of France?"}]
+
+# Plain chat, greedy: deterministic, with usage.
+r1 = client.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0)
+r2 = client.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0)
+text = r1.choices[0].message.content
+check(text and text == r2.choices[0].message.content, "greedy chat is deterministic")
+check(r1.usage.total_tokens == r1.usage.prompt_tokens + r1.usage.completion_tokens, "usage adds up")
+
+# Streaming with include_usage: the same text, then a usage chunk with no choices.
+stream = client.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, stream=True,
+                                        stream_options={"include_usage": True})
+pieces, usage = [], None
+for c in stream:
+    if c.choices:
+        pieces.append(c.choices[0].delta.content or "")
+    else:
+        usage = c.usage
+check("".join(pieces) == text, "stream carries the same text")
+check(usage is not None and usage.completion_tokens == r1.usage.completion_tokens, "include_usage chunk")
+
+# developer == system.
+dev = client.chat.completions.create(model=model, max_tokens=8, temperature=0,
+                                     messages=[{"role": "developer", "content": "Be brief."}] + msgs)
+sys_ = client.chat.completions.create(model=model, max_tokens=8, temperature=0,
+                                      messages=[{"role": "system", "content": "Be brief."}] + msgs)
+check(dev.choices[0].message.content == sys_.choices[0].message.content, "developer role is the system role")
+
+
+# Structured output through the SDK's own parse(): a pydantic model, a strict JSON schema.
+class Answer(pydantic.BaseModel):
+    ok: bool
+    n: int = pydantic.Field(ge=0, le=99)
+    color: str = pydantic.Field(pattern="^(red|green|blue)$")
+
+
+schema = Answer.model_json_schema()
+for seed in range(3):
+    parsed = client.chat.completions.parse(model=model, messages=[{"role": "user", "content": "Describe yourself."}],
+                                           response_format=Answer, temperature=1, seed=seed, max_tokens=96)
+    msg = parsed.choices[0].message
+    check(isinstance(msg.parsed, Answer), f"parse() gives an Answer (seed {seed}): {msg.content!r}")
+    jsonschema.validate(json.loads(msg.content), schema)
+    check(parsed.choices[0].finish_reason == "stop", "a complete object ends the answer")
+obj = client.chat.completions.create(model=model, messages=msgs, temperature=0.8, seed=5, max_tokens=96,
+                                     response_format={"type": "json_object"})
+if obj.choices[0].finish_reason == "stop":
+    check(isinstance(json.loads(obj.choices[0].message.content), dict), "json_object gives an object")
+e = expect_error(openai.BadRequestError, "a bad schema is a 400", model=model, messages=msgs,
+                 response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 7}}})
+check("response_format" in str(e), "the error names response_format")
+
+# logprobs: one entry per token, the greedy token is the most likely one.
+lp = client.chat.completions.create(model=model, messages=msgs, max_tokens=8, temperature=0, logprobs=True,
+                                    top_logprobs=3)
+content = lp.choices[0].logprobs.content
+check(len(content) == lp.usage.completion_tokens, "one logprob per token")
+for t in content:
+    check(t.logprob <= 0 and len(t.top_logprobs) == 3, "logprob and three alternatives")
+    check(t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6,
+          "greedy picks the most likely token")
+    check(all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:])), "alternatives sorted")
+check("".join(t.token for t in content) == lp.choices[0].message.content, "tokens spell the answer")
+
+# logit_bias: +100 forces one token at every step.
+forced_id = 47
+f = client.chat.completions.create(model=model, messages=msgs, max_tokens=5, temperature=0,
+                                   logit_bias={str(forced_id): 100}, logprobs=True)
+toks = [t.token for t in f.choices[0].logprobs.content]
+check(len(toks) == 5 and len(set(toks)) == 1, f"logit_bias forces a token: {toks}")
+check(toks[0] not in [t.token for t in content[:1]], "the forced token is not the greedy one")
+
+# Penalties change the greedy answer on a prompt whose answer repeats tokens.
+hello = [{"role": "user", "content": "Hello"}]
+plain = client.chat.completions.create(model=model, messages=hello, max_tokens=12, temperature=0)
+pen = client.chat.completions.create(model=model, messages=hello, max_tokens=12, temperature=0, frequency_penalty=1.0)
+check(plain.choices[0].message.content != pen.choices[0].message.content, "frequency_penalty has an effect")
+
+# Text completions, with the legacy logprobs.
+c = client.completions.create(model=model, prompt="Hello world", max_tokens=5, temperature=0, logprobs=2)
+check("".join(c.choices[0].logprobs.tokens) == c.choices[0].text, "completion logprobs spell the text")
+check(all(len(t) == 2 for t in c.choices[0].logprobs.top_logprobs), "two alternatives per token")
+
+# What is wrong or not supported is an error, never a silent 200.
+expect_error(openai.NotFoundError, "unknown model is a 404", model="gpt-4o", messages=msgs)
+expect_error(openai.BadRequestError, "temperature 5 is a 400", model=model, messages=msgs, temperature=5)
+e = expect_error(openai.BadRequestError, "tools are refused", model=model, messages=msgs,
+                 tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+check("tools" in str(e), "the error names tools")
+
+print(f"openai {openai.__version__}: {checks} checks passed against {base}")
