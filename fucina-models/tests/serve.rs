@@ -591,3 +591,54 @@ fn logprobs_are_the_models_log_softmax() {
         assert!(r["error"]["message"].as_str().unwrap().contains("logprobs"), "{bad}: {r}");
     }
 }
+
+/// `reasoning_content`: a chat answer's `<think>` block is split off (the server's default)
+/// or left inline on request, streamed or not. The tiny model is pushed into writing think
+/// tags with a logit bias and a frequency penalty; the split must equal the library's
+/// splitter on the inline text, and the streamed pieces must add up to the same two fields.
+#[test]
+fn reasoning_content_is_split_from_the_answer() {
+    use fucina_models::llm::reasoning::split_reasoning;
+    let s = start();
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
+    let body = |format: &str, stream: bool| {
+        json!({ "messages": [{ "role": "user", "content": "Hi" }], "max_tokens": 16, "temperature": 0,
+                "frequency_penalty": 2, "logit_bias": { open.to_string(): 12, close.to_string(): 9 },
+                "reasoning_format": format, "stream": stream })
+    };
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body("inline", false));
+    assert_eq!(code, 200, "{r}");
+    let inline = r["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert!(r["choices"][0]["message"]["reasoning_content"].is_null(), "{r}");
+    let (reasoning, reply) = split_reasoning(&inline, false);
+    let reasoning = reasoning.expect("the biased answer opens with <think>");
+    assert!(!reasoning.is_empty() && !reply.is_empty(), "{inline:?}");
+    let (code, r) = post(&s.base, "/v1/chat/completions", &body("separate", false));
+    assert_eq!(code, 200, "{r}");
+    let m = &r["choices"][0]["message"];
+    assert_eq!((m["reasoning_content"].as_str(), m["content"].as_str()), (Some(&*reasoning), Some(&*reply)), "{r}");
+    // The default is `separate`.
+    let mut default = body("separate", false);
+    default.as_object_mut().unwrap().remove("reasoning_format");
+    assert_eq!(post(&s.base, "/v1/chat/completions", &default).1["choices"][0]["message"], *m);
+    // Streamed: the deltas add up to the same fields.
+    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body("separate", true)).unwrap();
+    let (mut r_s, mut c_s) = (String::new(), String::new());
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            break;
+        }
+        let c: Value = serde_json::from_str(data).unwrap();
+        r_s += c["choices"][0]["delta"]["reasoning_content"].as_str().unwrap_or("");
+        c_s += c["choices"][0]["delta"]["content"].as_str().unwrap_or("");
+    }
+    assert_eq!((r_s, c_s), (reasoning, reply));
+    let mut bad = body("separate", false);
+    bad["reasoning_format"] = json!("hidden");
+    let (code, r) = post(&s.base, "/v1/chat/completions", &bad);
+    assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{r}");
+}

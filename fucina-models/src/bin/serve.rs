@@ -5,7 +5,7 @@ use fucina::prelude::*;
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::grammar::GrammarCompiler;
 use fucina_models::llm::Tokenizer;
-use fucina_models::serve::{http::HttpOptions, serve, worker::Worker, AppState};
+use fucina_models::serve::{http::HttpOptions, serve, worker::Worker, AppState, ReasoningFormat};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +42,10 @@ struct Args {
     /// Answer without Qwen3's thinking block unless a request asks for it.
     #[arg(long)]
     no_think: bool,
+    /// Where chat answers put the `<think>` block: `separate` (the `reasoning_content` field)
+    /// or `inline` (in `content`); a request's `reasoning_format` overrides it.
+    #[arg(long, value_enum, default_value = "separate")]
+    reasoning_format: ReasoningFormat,
     /// Default and ceiling of a request's max_tokens (1..=1048576).
     #[arg(long, default_value_t = 512, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1 << 20), |v| v as usize))]
     max_tokens: usize,
@@ -114,6 +118,7 @@ fn main() {
             worker,
             context,
             think: !a.no_think,
+            reasoning: a.reasoning_format,
             format,
             max_tokens: a.max_tokens.max(1),
             counter: Default::default(),

@@ -8,6 +8,7 @@ pub mod grammar;
 pub mod head;
 pub mod kv_cache;
 pub mod moe;
+pub mod reasoning;
 pub mod rope;
 pub mod sampling;
 pub mod synth;

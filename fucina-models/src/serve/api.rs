@@ -313,6 +313,9 @@ pub struct ChatRequest {
     pub chat_template_kwargs: Option<Value>,
     /// Shorthand for `chat_template_kwargs.enable_thinking`.
     pub enable_thinking: Option<bool>,
+    /// Where the `<think>` block goes: `separate` (`reasoning_content`) or `inline` (in
+    /// `content`); default: the server's `--reasoning-format` (extension, as llama-server's).
+    pub reasoning_format: Option<String>,
 }
 
 /// `POST /v1/completions`.

@@ -11,6 +11,7 @@ pub mod worker;
 
 use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
 use crate::llm::grammar::{GrammarCompiler, GrammarConstraint};
+use crate::llm::reasoning::{split_reasoning, ReasoningSplitter};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{
@@ -29,6 +30,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use worker::{Event, Job, TokenLogprob, Worker};
 
+/// Where a chat answer's reasoning (`<think>...</think>`) goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReasoningFormat {
+    /// In `reasoning_content`, beside `content` (as DeepSeek's API and llama-server do).
+    Separate,
+    /// Left in `content`, tags and all.
+    Inline,
+}
+
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
 
@@ -44,6 +54,8 @@ pub struct AppState {
     pub context: usize,
     /// Default for Qwen3's thinking switch.
     pub think: bool,
+    /// Default for where chat answers put their `<think>` block.
+    pub reasoning: ReasoningFormat,
     /// The model's chat prompt format.
     pub format: ChatFormat,
     /// Default and ceiling of `max_tokens`.
@@ -178,6 +190,8 @@ struct Prepared {
     grammar: Option<GrammarConstraint>,
     /// Log-probabilities with this many alternatives, if asked for.
     logprobs: Option<usize>,
+    /// Chat: split the reasoning into `reasoning_content`.
+    separate_reasoning: bool,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -277,6 +291,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
         include_usage: include_usage(c),
         grammar,
         logprobs,
+        separate_reasoning: false,
     })
 }
 
@@ -312,10 +327,20 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
         .unwrap_or(st.think)
         && !constrained;
-    let p = match prepare(&st, Input::Chat(st.format.prompt(&messages, think)), &body.common).await {
+    let reasoning = match body.reasoning_format.as_deref() {
+        None => st.reasoning,
+        Some("separate") => ReasoningFormat::Separate,
+        Some("inline") => ReasoningFormat::Inline,
+        Some(other) => {
+            let msg = format!("reasoning_format must be `separate` or `inline`, got `{other}`");
+            return fail(StatusCode::BAD_REQUEST, msg, Some("invalid_value"));
+        }
+    };
+    let mut p = match prepare(&st, Input::Chat(st.format.prompt(&messages, think)), &body.common).await {
         Ok(p) => p,
         Err(r) => return r,
     };
+    p.separate_reasoning = reasoning == ReasoningFormat::Separate;
     respond(st, p, true).await
 }
 
@@ -372,8 +397,15 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
                         (true, false) => completion_logprobs(&lps, 0),
                     };
                     let choice = if chat {
-                        json!({ "index": 0, "message": { "role": "assistant", "content": text },
-                                "logprobs": logprobs, "finish_reason": finish })
+                        let mut message = json!({ "role": "assistant", "content": text });
+                        if p.separate_reasoning {
+                            let (reasoning, reply) = split_reasoning(&text, false);
+                            message["content"] = json!(reply);
+                            if let Some(r) = reasoning {
+                                message["reasoning_content"] = json!(r);
+                            }
+                        }
+                        json!({ "index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish })
                     } else {
                         json!({ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish })
                     };
@@ -394,7 +426,12 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     // Log-probabilities ride on the chunk whose text their tokens start in; a completion's
     // text offsets continue across chunks.
     let mut offset = 0usize;
-    let mut chunk = move |delta: Option<&str>, finish: Option<&str>, first: bool, lps: &[TokenLogprob]| -> String {
+    let mut chunk = move |delta: Option<&str>,
+                          reasoning: Option<&str>,
+                          finish: Option<&str>,
+                          first: bool,
+                          lps: &[TokenLogprob]|
+          -> String {
         let logprobs = match (want_logprobs, chat) {
             (false, _) => Value::Null,
             (true, true) => chat_logprobs(lps),
@@ -409,6 +446,9 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
             if first {
                 d.insert("role".into(), json!("assistant"));
             }
+            if let Some(r) = reasoning {
+                d.insert("reasoning_content".into(), json!(r));
+            }
             if let Some(t) = delta {
                 d.insert("content".into(), json!(t));
             }
@@ -419,6 +459,8 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
         json!({ "id": id, "object": object, "created": created, "model": model, "choices": [choice] }).to_string()
     };
     let mut lps: Vec<TokenLogprob> = Vec::new();
+    let mut splitter = p.separate_reasoning.then(|| ReasoningSplitter::new(false));
+    let nonempty = |s: &str| (!s.is_empty()).then_some(s.to_string());
     let mut first = true;
     let mut done = false;
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
@@ -435,12 +477,35 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Event::Logprobs(l))) => lps.extend(l),
                 Poll::Ready(Some(Event::Text(t))) => {
-                    pending.push_back(chunk(Some(&t), None, first, &lps));
-                    lps.clear();
-                    first = false;
+                    let (reasoning, text) = match splitter.as_mut() {
+                        Some(s) => {
+                            let (r, c) = s.push(&t);
+                            (nonempty(&r), nonempty(&c))
+                        }
+                        None => (None, Some(t)),
+                    };
+                    // Text held back by the splitter (a cut tag) waits, with its logprobs.
+                    if reasoning.is_some() || text.is_some() {
+                        pending.push_back(chunk(text.as_deref(), reasoning.as_deref(), None, first, &lps));
+                        lps.clear();
+                        first = false;
+                    }
                 }
                 Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens })) => {
-                    pending.push_back(chunk(None, Some(finish), first, &lps));
+                    if let Some((r, c)) = splitter.as_mut().map(ReasoningSplitter::finish) {
+                        if !r.is_empty() || !c.is_empty() {
+                            pending.push_back(chunk(
+                                nonempty(&c).as_deref(),
+                                nonempty(&r).as_deref(),
+                                None,
+                                first,
+                                &lps,
+                            ));
+                            lps.clear();
+                            first = false;
+                        }
+                    }
+                    pending.push_back(chunk(None, None, Some(finish), first, &lps));
                     lps.clear();
                     if include_usage {
                         // As OpenAI sends it: a last chunk with no choices and the counts.
