@@ -111,7 +111,7 @@ def main():
 
     torch.manual_seed(0)
     cfg = Qwen3Config(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048,
                       rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0}, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=0.2,
                       bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], attn_implementation="eager")
     model = Qwen3ForCausalLM(cfg).eval()

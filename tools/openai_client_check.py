@@ -121,8 +121,36 @@ check(all(len(t) == 2 for t in c.choices[0].logprobs.top_logprobs), "two alterna
 # What is wrong or not supported is an error, never a silent 200.
 expect_error(openai.NotFoundError, "unknown model is a 404", model="gpt-4o", messages=msgs)
 expect_error(openai.BadRequestError, "temperature 5 is a 400", model=model, messages=msgs, temperature=5)
-e = expect_error(openai.BadRequestError, "tools are refused", model=model, messages=msgs,
-                 tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
-check("tools" in str(e), "the error names tools")
+e = expect_error(openai.BadRequestError, "legacy functions are refused", model=model, messages=msgs,
+                 functions=[{"name": "f", "parameters": {"type": "object"}}])
+check("functions" in str(e), "the error names functions")
+
+# Tools: a required call comes back as tool_calls the SDK parses, with arguments that
+# follow the tool's schema; the call and its result go back into the conversation.
+weather = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+                   "required": ["city"], "additionalProperties": False}}}
+ask = [{"role": "user", "content": "Weather in Rome?"}]
+for seed in range(3):
+    r = client.chat.completions.create(model=model, messages=ask, tools=[weather], tool_choice="required",
+                                       parallel_tool_calls=False, temperature=1, seed=seed, max_tokens=96)
+    choice = r.choices[0]
+    check(choice.finish_reason == "tool_calls", f"finish_reason tool_calls: {choice}")
+    (tc,) = choice.message.tool_calls
+    check(tc.type == "function" and tc.function.name == "get_weather", "the call names the tool")
+    args = json.loads(tc.function.arguments)
+    jsonschema.validate(args, weather["function"]["parameters"])
+    follow = client.chat.completions.create(model=model, max_tokens=8, temperature=0, tools=[weather], messages=ask + [
+        {"role": "assistant", "content": None, "tool_calls": [tc.model_dump()]},
+        {"role": "tool", "tool_call_id": tc.id, "content": "sunny"}])
+    check(follow.choices[0].message.content is not None, "a conversation with the call and its result")
+# Streamed through the SDK's own accumulator.
+with client.chat.completions.stream(model=model, messages=ask, tools=[weather], tool_choice="required",
+                                    parallel_tool_calls=False, temperature=1, seed=7, max_tokens=96) as st:
+    final = st.get_final_completion()
+(tc,) = final.choices[0].message.tool_calls
+jsonschema.validate(json.loads(tc.function.arguments), weather["function"]["parameters"])
+check(final.choices[0].finish_reason == "tool_calls", "streamed tool call")
 
 print(f"openai {openai.__version__}: {checks} checks passed against {base}")

@@ -1,5 +1,6 @@
 //! The ChatML prompt format of Qwen (`<|im_start|>role\n…<|im_end|>\n`), with Qwen3's
-//! thinking switch.
+//! thinking switch and its tool calling (hermes `<tool_call>` JSON, tool results as
+//! `<tool_response>` user turns), and DeepSeek's formats.
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,6 +11,8 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// A tool's result, answering one of the assistant's tool calls.
+    Tool,
 }
 
 impl Role {
@@ -19,19 +22,30 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 
-    /// Parses `system`, `user` or `assistant`.
+    /// Parses `system` (or `developer`), `user`, `assistant` or `tool`.
     pub fn parse(s: &str) -> Option<Role> {
         Some(match s {
             // `developer` is the newer name OpenAI's API gives system instructions.
             "system" | "developer" => Role::System,
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
             _ => return None,
         })
     }
+}
+
+/// A function call the assistant made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The function's name.
+    pub name: String,
+    /// Its arguments, as JSON text.
+    pub arguments: String,
 }
 
 /// One chat message.
@@ -41,13 +55,37 @@ pub struct Message {
     pub role: Role,
     /// The text.
     pub content: String,
+    /// The assistant's tool calls (after its text).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl Message {
     /// A message.
     pub fn new(role: Role, content: impl Into<String>) -> Message {
-        Message { role, content: content.into() }
+        Message { role, content: content.into(), tool_calls: Vec::new() }
     }
+}
+
+/// `v` as Python's `json.dumps(v, ensure_ascii=False)` writes it (`", "` and `": "`, keys in
+/// their order): what chat templates' `tojson` produces.
+pub fn py_json(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Array(a) => format!("[{}]", a.iter().map(py_json).collect::<Vec<_>>().join(", ")),
+        Value::Object(o) => format!(
+            "{{{}}}",
+            o.iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), py_json(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// `s` without `chars` at either end, as Python's `str.strip(chars)`.
+fn strip_nl(s: &str) -> &str {
+    s.trim_matches('\n')
 }
 
 /// The prompt format of a model's chat turns.
@@ -86,22 +124,123 @@ impl ChatFormat {
     /// Renders `messages` as a [`Prompt`]: the template's control tokens marked as such,
     /// message text as plain text that is never parsed for control tokens.
     pub fn prompt(self, messages: &[Message], think: bool) -> Prompt {
+        self.prompt_with_tools(messages, &[], think)
+    }
+
+    /// Whether the format renders tools and tool calls ([`ChatFormat::prompt_with_tools`]).
+    pub fn supports_tools(self) -> bool {
+        self == ChatFormat::ChatMl
+    }
+
+    /// [`ChatFormat::prompt`] with function `tools` (OpenAI's `{"type": "function",
+    /// "function": {...}}` objects, rendered as JSON in the system turn) and the messages'
+    /// tool calls and tool results, as Qwen3's template renders them. Formats without tool
+    /// support ignore `tools` ([`ChatFormat::supports_tools`]).
+    pub fn prompt_with_tools(self, messages: &[Message], tools: &[serde_json::Value], think: bool) -> Prompt {
         const BOS: &str = "<｜begin▁of▁sentence｜>";
         const EOS: &str = "<｜end▁of▁sentence｜>";
         let mut p = Prompt::default();
         match self {
             ChatFormat::ChatMl => {
-                for m in messages {
-                    let content = match m.role {
-                        Role::Assistant => strip_thinking(&m.content),
-                        _ => m.content.as_str(),
-                    };
+                let first_system = messages.first().filter(|m| m.role == Role::System);
+                if !tools.is_empty() {
                     p.control("<|im_start|>");
-                    p.text(m.role.as_str());
-                    p.text("\n");
-                    p.text(content);
+                    p.text("system\n");
+                    if let Some(m) = first_system {
+                        p.text(&m.content);
+                        p.text("\n\n");
+                    }
+                    p.text("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n");
+                    p.text("You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+                    for t in tools {
+                        p.text("\n");
+                        p.text(&py_json(t));
+                    }
+                    p.text("\n</tools>\n\nFor each function call, return a json object with function name and ");
+                    p.text("arguments within <tool_call></tool_call> XML tags:\n");
+                    p.control("<tool_call>");
+                    p.text("\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n");
+                    p.control("</tool_call>");
                     p.control("<|im_end|>");
                     p.text("\n");
+                } else if let Some(m) = first_system {
+                    p.control("<|im_start|>");
+                    p.text("system\n");
+                    p.text(&m.content);
+                    p.control("<|im_end|>");
+                    p.text("\n");
+                }
+                // The last user message that is not a tool result: assistant turns after it
+                // (a tool-calling loop in progress) keep their reasoning.
+                let is_result = |c: &str| c.starts_with("<tool_response>") && c.ends_with("</tool_response>");
+                let last_query = messages
+                    .iter()
+                    .rposition(|m| m.role == Role::User && !is_result(&m.content))
+                    .unwrap_or(messages.len().saturating_sub(1));
+                for (i, m) in messages.iter().enumerate() {
+                    match m.role {
+                        Role::System if i == 0 => {}
+                        Role::System | Role::User => {
+                            p.control("<|im_start|>");
+                            p.text(m.role.as_str());
+                            p.text("\n");
+                            p.text(&m.content);
+                            p.control("<|im_end|>");
+                            p.text("\n");
+                        }
+                        Role::Assistant => {
+                            let (mut content, mut reasoning) = (m.content.as_str(), "");
+                            if let Some(end) = m.content.rfind("</think>") {
+                                content = m.content[end + "</think>".len()..].trim_start_matches('\n');
+                                let before =
+                                    m.content[..m.content.find("</think>").unwrap_or(end)].trim_end_matches('\n');
+                                reasoning = before.rsplit("<think>").next().unwrap_or("").trim_start_matches('\n');
+                            }
+                            p.control("<|im_start|>");
+                            p.text("assistant\n");
+                            if i > last_query && (i + 1 == messages.len() || !reasoning.is_empty()) {
+                                p.control("<think>");
+                                p.text("\n");
+                                p.text(strip_nl(reasoning));
+                                p.text("\n");
+                                p.control("</think>");
+                                p.text("\n\n");
+                                p.text(content.trim_start_matches('\n'));
+                            } else {
+                                p.text(content);
+                            }
+                            for (k, c) in m.tool_calls.iter().enumerate() {
+                                if k > 0 || !content.is_empty() {
+                                    p.text("\n");
+                                }
+                                p.control("<tool_call>");
+                                p.text("\n{\"name\": \"");
+                                p.text(&c.name);
+                                p.text("\", \"arguments\": ");
+                                p.text(&c.arguments);
+                                p.text("}\n");
+                                p.control("</tool_call>");
+                            }
+                            p.control("<|im_end|>");
+                            p.text("\n");
+                        }
+                        Role::Tool => {
+                            if i == 0 || messages[i - 1].role != Role::Tool {
+                                p.control("<|im_start|>");
+                                p.text("user");
+                            }
+                            p.text("\n");
+                            p.control("<tool_response>");
+                            p.text("\n");
+                            p.text(&m.content);
+                            p.text("\n");
+                            p.control("</tool_response>");
+                            if i + 1 == messages.len() || messages[i + 1].role != Role::Tool {
+                                p.control("<|im_end|>");
+                                p.text("\n");
+                            }
+                        }
+                    }
                 }
                 p.control("<|im_start|>");
                 p.text("assistant\n");
@@ -119,7 +258,7 @@ impl ChatFormat {
                 }
                 for m in messages.iter().filter(|m| m.role != Role::System) {
                     match m.role {
-                        Role::User => {
+                        Role::User | Role::Tool => {
                             p.control("<｜User｜>");
                             p.text(&m.content);
                         }
@@ -140,7 +279,7 @@ impl ChatFormat {
                             p.text(&m.content);
                             p.text("\n\n");
                         }
-                        Role::User => {
+                        Role::User | Role::Tool => {
                             p.text("User: ");
                             p.text(&m.content);
                             p.text("\n\n");
@@ -243,7 +382,7 @@ mod tests {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n\
              <|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
         );
-        assert_eq!(Role::parse("tool"), None);
+        assert_eq!(Role::parse("tool"), Some(Role::Tool));
         let m = [Message::new(Role::System, "S"), Message::new(Role::User, "Hi"), Message::new(Role::Assistant, "Yo")];
         assert_eq!(
             ChatFormat::DeepSeekV3.render(&m, true),

@@ -13,6 +13,7 @@ pub mod rope;
 pub mod sampling;
 pub mod synth;
 pub mod tokenizer;
+pub mod tools;
 pub mod weights;
 
 pub use chat::{render_chat, Message, Role};

@@ -3,18 +3,68 @@
 //! `/v1/chat/completions`, `/v1/completions` and `/v1/models`.
 
 use super::worker::TokenLogprob;
+use crate::llm::chat::{py_json, Message, Role, ToolCall};
 use crate::llm::grammar::Grammar;
 use crate::llm::sampling::MAX_LOGIT_BIAS;
+use crate::llm::tools::{call_grammar, ToolChoice, ToolDef};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// A chat message as sent by clients.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatMessage {
-    /// `system` (or `developer`, its newer name), `user` or `assistant`.
+    /// `system` (or `developer`, its newer name), `user`, `assistant` or `tool`.
     pub role: String,
-    /// The text (a string, or an array of `{type: "text", text}` parts).
+    /// The text (a string, or an array of `{type: "text", text}` parts; `null` for an
+    /// assistant message that only calls tools).
+    #[serde(default)]
     pub content: Value,
+    /// An assistant message's calls: `[{id, type: "function", function: {name, arguments}}]`.
+    pub tool_calls: Option<Value>,
+    /// A tool message: the call it answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// Most tool calls in one assistant message, and most tools in a request.
+pub const MAX_TOOLS: usize = 128;
+
+/// The conversation as the chat template takes it, or a message naming the bad entry.
+pub fn parse_messages(msgs: &[ChatMessage]) -> Result<Vec<Message>, String> {
+    let mut out = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        let role = Role::parse(&m.role).ok_or_else(|| format!("messages[{i}]: unknown role `{}`", m.role))?;
+        let text = content_text(&m.content).ok_or_else(|| format!("messages[{i}]: content must be text"))?;
+        let mut msg = Message::new(role, text);
+        if let Some(calls) = m.tool_calls.as_ref().filter(|v| !v.is_null()) {
+            if role != Role::Assistant {
+                return Err(format!("messages[{i}]: only assistant messages have tool_calls"));
+            }
+            let calls = calls.as_array().ok_or_else(|| format!("messages[{i}].tool_calls must be an array"))?;
+            if calls.len() > MAX_TOOLS {
+                return Err(format!("messages[{i}] has {} tool calls; at most {MAX_TOOLS}", calls.len()));
+            }
+            for (k, c) in calls.iter().enumerate() {
+                let f = c.get("function").unwrap_or(c);
+                let name = f
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("messages[{i}].tool_calls[{k}].function.name must be a string"))?;
+                let arguments = match f.get("arguments") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v @ Value::Object(_)) => py_json(v),
+                    None | Some(Value::Null) => "{}".to_string(),
+                    Some(_) => {
+                        return Err(format!(
+                            "messages[{i}].tool_calls[{k}].function.arguments must be a JSON string or object"
+                        ))
+                    }
+                };
+                msg.tool_calls.push(ToolCall { name: name.to_string(), arguments });
+            }
+        }
+        out.push(msg);
+    }
+    Ok(out)
 }
 
 /// `stop`: one string or several.
@@ -63,6 +113,13 @@ pub struct Common {
     pub frequency_penalty: Option<f32>,
     /// `{"token id": bias}` with biases in -100..100.
     pub logit_bias: Option<Value>,
+    /// Chat: function tools, `[{type: "function", function: {name, description, parameters}}]`.
+    pub tools: Option<Value>,
+    /// Chat: `none`, `auto` (the default with tools), `required`, or
+    /// `{type: "function", function: {name}}`.
+    pub tool_choice: Option<Value>,
+    /// Chat: whether a forced answer may hold several calls (default true).
+    pub parallel_tool_calls: Option<bool>,
     /// Log-probabilities: a bool on chat, the number of alternatives (0..=5) on completions.
     pub logprobs: Option<Value>,
     /// Chat: the number of most likely alternatives per token (0..=20; needs `logprobs`).
@@ -76,16 +133,11 @@ pub struct Common {
     pub unsupported: Unsupported,
 }
 
-/// The OpenAI request parameters this server does not implement (tools, log-probabilities, and the completions-only extras): present with an effect, each is a
+/// The OpenAI request parameters this server does not implement (the legacy function
+/// calling and the completions-only extras): present with an effect, each is a
 /// 400 naming it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Unsupported {
-    /// Tool definitions.
-    pub tools: Option<Value>,
-    /// Tool choice; `"none"` is accepted.
-    pub tool_choice: Option<Value>,
-    /// Parallel tool calls.
-    pub parallel_tool_calls: Option<Value>,
     /// The legacy form of `tools`.
     pub functions: Option<Value>,
     /// The legacy form of `tool_choice`.
@@ -140,17 +192,8 @@ pub fn check_common(c: &Common) -> Result<(), ParamError> {
     let refuse = |name: &str| {
         Err(ParamError { message: format!("{name} is not supported by this server"), code: "unsupported_parameter" })
     };
-    if u.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
-        return refuse("tools");
-    }
-    if u.tool_choice.as_ref().is_some_and(|t| !t.is_null() && t.as_str() != Some("none")) {
-        return refuse("tool_choice");
-    }
     if u.functions.is_some() || u.function_call.is_some() {
-        return refuse("functions / function_call");
-    }
-    if u.parallel_tool_calls.is_some() {
-        return refuse("parallel_tool_calls");
+        return refuse("functions / function_call (the legacy form of tools; send tools and tool_choice)");
     }
     if u.echo == Some(true) {
         return refuse("echo");
@@ -190,6 +233,94 @@ pub fn logit_bias(c: &Common, vocab: usize) -> Result<Vec<(u32, f32)>, ParamErro
         out.push((id, bias as f32));
     }
     Ok(out)
+}
+
+/// A request's tools, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRequest {
+    /// The tools as the client sent them (what the chat template renders).
+    pub raw: Vec<Value>,
+    /// Their names and argument schemas.
+    pub defs: Vec<ToolDef>,
+    /// What the answer must call.
+    pub choice: ToolChoice,
+    /// Whether a forced answer may hold several calls.
+    pub parallel: bool,
+}
+
+impl ToolRequest {
+    /// The grammar that forces the calls `choice` requires (`None` for `auto`).
+    pub fn grammar(&self) -> Option<Grammar> {
+        match &self.choice {
+            ToolChoice::Auto => None,
+            ToolChoice::Required => Some(call_grammar(&self.defs, None, self.parallel)),
+            ToolChoice::Named(n) => Some(call_grammar(&self.defs, Some(n), self.parallel)),
+        }
+    }
+}
+
+/// The request's tools: `None` without tools or with `tool_choice: "none"` (the tools are
+/// then not shown to the model); otherwise each must be a function with a unique non-empty
+/// name and an object schema (default `{"type": "object"}`), at most [`MAX_TOOLS`], and a
+/// named `tool_choice` must name one of them.
+pub fn tools(c: &Common) -> Result<Option<ToolRequest>, ParamError> {
+    let invalid = |message: String| ParamError { message, code: "invalid_value" };
+    let list = match c.tools.as_ref().filter(|v| !v.is_null()) {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err(invalid("tools must be an array of function tools".into())),
+    };
+    if list.len() > MAX_TOOLS {
+        return Err(invalid(format!("tools has {} entries; at most {MAX_TOOLS}", list.len())));
+    }
+    let mut defs: Vec<ToolDef> = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        if t.get("type").and_then(Value::as_str) != Some("function") {
+            return Err(invalid(format!("tools[{i}].type must be `function`")));
+        }
+        let f = t.get("function").and_then(Value::as_object);
+        let name = f.and_then(|f| f.get("name")).and_then(Value::as_str).filter(|n| !n.is_empty());
+        let Some(name) = name else {
+            return Err(invalid(format!("tools[{i}].function.name must be a non-empty string")));
+        };
+        if defs.iter().any(|d| d.name == name) {
+            return Err(invalid(format!("tools[{i}]: the name `{name}` is used twice")));
+        }
+        let parameters = match f.and_then(|f| f.get("parameters")) {
+            None | Some(Value::Null) => json!({ "type": "object" }),
+            Some(p @ Value::Object(_)) => p.clone(),
+            Some(_) => return Err(invalid(format!("tools[{i}].function.parameters must be a JSON schema object"))),
+        };
+        defs.push(ToolDef { name: name.to_string(), parameters });
+    }
+    let choice = match c.tool_choice.as_ref().filter(|v| !v.is_null()) {
+        None => ToolChoice::Auto,
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => return Ok(None),
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            other => {
+                return Err(invalid(format!("tool_choice `{other}` is not one of none, auto, required")));
+            }
+        },
+        Some(v) => {
+            let name = v.get("function").and_then(|f| f.get("name")).and_then(Value::as_str);
+            match name {
+                Some(n) if defs.iter().any(|d| d.name == n) => ToolChoice::Named(n.to_string()),
+                Some(n) => return Err(invalid(format!("tool_choice names `{n}`, which is not in tools"))),
+                None => {
+                    return Err(invalid("tool_choice must be a string or {type: function, function: {name}}".into()))
+                }
+            }
+        }
+    };
+    if defs.is_empty() {
+        if choice != ToolChoice::Auto {
+            return Err(invalid("tool_choice needs tools".into()));
+        }
+        return Ok(None);
+    }
+    Ok(Some(ToolRequest { raw: list, defs, choice, parallel: c.parallel_tool_calls.unwrap_or(true) }))
 }
 
 /// What `logprobs` / `top_logprobs` ask for: `None` (off) or `Some(n)`: each token's

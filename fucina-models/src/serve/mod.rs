@@ -7,16 +7,16 @@
 
 pub mod api;
 pub mod http;
+pub mod output;
 pub mod worker;
 
-use crate::llm::chat::{ChatFormat, Message, Prompt, Role};
+use crate::llm::chat::{ChatFormat, Prompt};
 use crate::llm::grammar::{GrammarCompiler, GrammarConstraint};
-use crate::llm::reasoning::{split_reasoning, ReasoningSplitter};
 use crate::llm::sampling::SamplingParams;
 use crate::llm::tokenizer::Tokenizer;
 use api::{
-    chat_logprobs, check_common, completion_logprobs, content_text, error_body, include_usage, logit_bias, logprobs,
-    response_format, ChatRequest, Common, CompletionRequest, Stop, Usage,
+    chat_logprobs, check_common, completion_logprobs, error_body, include_usage, logit_bias, logprobs, parse_messages,
+    response_format, tools, ChatRequest, Common, CompletionRequest, Stop, ToolRequest, Usage,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -25,6 +25,7 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use output::{ChatSplit, Delta};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -192,6 +193,8 @@ struct Prepared {
     logprobs: Option<usize>,
     /// Chat: split the reasoning into `reasoning_content`.
     separate_reasoning: bool,
+    /// Chat: the request's tools (the answer is parsed for calls).
+    tools: Option<ToolRequest>,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -225,14 +228,27 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     params.validate().map_err(bad)?;
     let chat = matches!(input, Input::Chat(_));
     let logprobs = logprobs(c, chat).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
-    let wanted = response_format(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
+    let format = response_format(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
+    let tool_req = tools(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
+    if !chat && tool_req.is_some() {
+        return Err(bad("tools and tool_choice are chat parameters".into()));
+    }
+    let forced = tool_req.as_ref().and_then(ToolRequest::grammar);
+    let (wanted, what) = match (format, forced) {
+        (Some(_), Some(_)) => {
+            return Err(bad("response_format cannot be combined with a required tool call (tool_choice)".into()))
+        }
+        (Some(g), None) => (Some(g), "response_format"),
+        (None, Some(g)) => (Some(g), "tools"),
+        (None, None) => (None, ""),
+    };
     let compiler = match (&wanted, &st.grammar) {
         (None, _) => None,
         (Some(_), Some(g)) => Some(g.clone()),
         (Some(_), None) => {
             return Err(fail(
                 StatusCode::BAD_REQUEST,
-                "response_format: this model has no end token, so a constrained answer could not end",
+                "response_format / tool_choice: this model has no end token, so a constrained answer could not end",
                 Some("unsupported_parameter"),
             ))
         }
@@ -242,7 +258,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     let tok = st.tokenizer.clone();
     let (prompt, grammar) = tokio::task::spawn_blocking(move || {
         let grammar = match (compiler, wanted) {
-            (Some(c), Some(g)) => Some(c.compile(&g).map_err(|e| format!("response_format: {e}"))?),
+            (Some(c), Some(g)) => Some(c.compile(&g).map_err(|e| format!("{what}: {e}"))?),
             _ => None,
         };
         let prompt = match input {
@@ -292,6 +308,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
         grammar,
         logprobs,
         separate_reasoning: false,
+        tools: tool_req,
     })
 }
 
@@ -300,28 +317,24 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let mut messages = Vec::with_capacity(body.messages.len());
-    for (i, m) in body.messages.iter().enumerate() {
-        let role = match Role::parse(&m.role) {
-            Some(r) => r,
-            None if m.role == "tool" => {
-                let msg = format!(
-                    "messages[{i}]: `tool` messages answer tool calls, and tools are not supported by this server"
-                );
-                return fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter"));
-            }
-            None => return fail(StatusCode::BAD_REQUEST, format!("messages[{i}]: unknown role `{}`", m.role), None),
-        };
-        let Some(text) = content_text(&m.content) else {
-            return fail(StatusCode::BAD_REQUEST, format!("messages[{i}]: content must be text"), None);
-        };
-        messages.push(Message::new(role, text));
-    }
+    let messages = match parse_messages(&body.messages) {
+        Ok(m) => m,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e, Some("invalid_value")),
+    };
     if messages.is_empty() {
         return fail(StatusCode::BAD_REQUEST, "messages is empty", None);
     }
+    let tool_req = match tools(&body.common) {
+        Ok(t) => t,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)),
+    };
+    if tool_req.is_some() && !st.format.supports_tools() {
+        let msg = "tools: this model's chat format has no tool calling here (Qwen3's ChatML does)";
+        return fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter"));
+    }
     // A constrained answer starts under its grammar at once: no thinking block before it.
-    let constrained = matches!(response_format(&body.common), Ok(Some(_)));
+    let constrained = matches!(response_format(&body.common), Ok(Some(_)))
+        || tool_req.as_ref().is_some_and(|t| t.choice != crate::llm::tools::ToolChoice::Auto);
     let think = body
         .enable_thinking
         .or_else(|| body.chat_template_kwargs.as_ref()?.get("enable_thinking")?.as_bool())
@@ -336,7 +349,9 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
             return fail(StatusCode::BAD_REQUEST, msg, Some("invalid_value"));
         }
     };
-    let mut p = match prepare(&st, Input::Chat(st.format.prompt(&messages, think)), &body.common).await {
+    let raw_tools = tool_req.as_ref().map_or(&[][..], |t| &t.raw[..]);
+    let prompt = st.format.prompt_with_tools(&messages, raw_tools, think);
+    let mut p = match prepare(&st, Input::Chat(prompt), &body.common).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -397,14 +412,10 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
                         (true, false) => completion_logprobs(&lps, 0),
                     };
                     let choice = if chat {
-                        let mut message = json!({ "role": "assistant", "content": text });
-                        if p.separate_reasoning {
-                            let (reasoning, reply) = split_reasoning(&text, false);
-                            message["content"] = json!(reply);
-                            if let Some(r) = reasoning {
-                                message["reasoning_content"] = json!(r);
-                            }
-                        }
+                        let mut message =
+                            ChatSplit::new(p.separate_reasoning, p.tools.is_some(), &n.to_string()).message(&text);
+                        message.insert("role".into(), json!("assistant"));
+                        let finish = if message.contains_key("tool_calls") { "tool_calls" } else { finish };
                         json!({ "index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish })
                     } else {
                         json!({ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish })
@@ -426,12 +437,8 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
     // Log-probabilities ride on the chunk whose text their tokens start in; a completion's
     // text offsets continue across chunks.
     let mut offset = 0usize;
-    let mut chunk = move |delta: Option<&str>,
-                          reasoning: Option<&str>,
-                          finish: Option<&str>,
-                          first: bool,
-                          lps: &[TokenLogprob]|
-          -> String {
+    let mut first = true;
+    let mut chunk = move |delta: Delta, finish: Option<&str>, lps: &[TokenLogprob]| -> String {
         let logprobs = match (want_logprobs, chat) {
             (false, _) => Value::Null,
             (true, true) => chat_logprobs(lps),
@@ -442,26 +449,19 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
             }
         };
         let choice = if chat {
-            let mut d = serde_json::Map::new();
-            if first {
+            let mut d = delta.fields();
+            if std::mem::take(&mut first) {
                 d.insert("role".into(), json!("assistant"));
-            }
-            if let Some(r) = reasoning {
-                d.insert("reasoning_content".into(), json!(r));
-            }
-            if let Some(t) = delta {
-                d.insert("content".into(), json!(t));
             }
             json!({ "index": 0, "delta": d, "logprobs": logprobs, "finish_reason": finish })
         } else {
-            json!({ "index": 0, "text": delta.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish })
+            json!({ "index": 0, "text": delta.content, "logprobs": logprobs, "finish_reason": finish })
         };
         json!({ "id": id, "object": object, "created": created, "model": model, "choices": [choice] }).to_string()
     };
     let mut lps: Vec<TokenLogprob> = Vec::new();
-    let mut splitter = p.separate_reasoning.then(|| ReasoningSplitter::new(false));
-    let nonempty = |s: &str| (!s.is_empty()).then_some(s.to_string());
-    let mut first = true;
+    // Chat answers go through the reasoning and tool-call splitters; completions do not.
+    let mut split = chat.then(|| ChatSplit::new(p.separate_reasoning, p.tools.is_some(), &n.to_string()));
     let mut done = false;
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let stream = futures_util::stream::poll_fn(move |cx| {
@@ -477,35 +477,30 @@ async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Event::Logprobs(l))) => lps.extend(l),
                 Poll::Ready(Some(Event::Text(t))) => {
-                    let (reasoning, text) = match splitter.as_mut() {
-                        Some(s) => {
-                            let (r, c) = s.push(&t);
-                            (nonempty(&r), nonempty(&c))
-                        }
-                        None => (None, Some(t)),
+                    let delta = match split.as_mut() {
+                        Some(s) => s.push(&t),
+                        None => Delta { content: t, ..Delta::default() },
                     };
-                    // Text held back by the splitter (a cut tag) waits, with its logprobs.
-                    if reasoning.is_some() || text.is_some() {
-                        pending.push_back(chunk(text.as_deref(), reasoning.as_deref(), None, first, &lps));
+                    // Text held back by a splitter (a cut tag, an open call) waits, with its
+                    // logprobs.
+                    if !delta.is_empty() {
+                        pending.push_back(chunk(delta, None, &lps));
                         lps.clear();
-                        first = false;
                     }
                 }
                 Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens })) => {
-                    if let Some((r, c)) = splitter.as_mut().map(ReasoningSplitter::finish) {
-                        if !r.is_empty() || !c.is_empty() {
-                            pending.push_back(chunk(
-                                nonempty(&c).as_deref(),
-                                nonempty(&r).as_deref(),
-                                None,
-                                first,
-                                &lps,
-                            ));
+                    let mut finish = finish;
+                    if let Some(s) = split.as_mut() {
+                        let delta = s.finish();
+                        if !delta.is_empty() {
+                            pending.push_back(chunk(delta, None, &lps));
                             lps.clear();
-                            first = false;
+                        }
+                        if s.made_calls() {
+                            finish = "tool_calls";
                         }
                     }
-                    pending.push_back(chunk(None, None, Some(finish), first, &lps));
+                    pending.push_back(chunk(Delta::default(), Some(finish), &lps));
                     lps.clear();
                     if include_usage {
                         // As OpenAI sends it: a last chunk with no choices and the counts.
