@@ -153,4 +153,46 @@ with client.chat.completions.stream(model=model, messages=ask, tools=[weather], 
 jsonschema.validate(json.loads(tc.function.arguments), weather["function"]["parameters"])
 check(final.choices[0].finish_reason == "tool_calls", "streamed tool call")
 
+# The Responses API: the same greedy answer as chat, streamed events that add up to it,
+# parse() under a schema, function calls and their outputs as input items.
+brief = [{"role": "system", "content": "Be brief."}] + msgs
+chat_ref = client.chat.completions.create(model=model, messages=brief, max_tokens=12, temperature=0)
+r = client.responses.create(model=model, input=msgs[0]["content"], instructions="Be brief.", max_output_tokens=12,
+                            temperature=0)
+check(r.output_text == chat_ref.choices[0].message.content, "responses answers as chat does")
+check(r.usage.output_tokens == chat_ref.usage.completion_tokens, "responses usage")
+check(r.status == ("incomplete" if chat_ref.choices[0].finish_reason == "length" else "completed"), "responses status")
+events, deltas, final = [], "", None
+for e in client.responses.create(model=model, input=msgs[0]["content"], instructions="Be brief.",
+                                 max_output_tokens=12, temperature=0, stream=True):
+    events.append(e.type)
+    if e.type == "response.output_text.delta":
+        deltas += e.delta
+    if e.type in ("response.completed", "response.incomplete"):
+        final = e.response
+check(events[:2] == ["response.created", "response.in_progress"] and final is not None, f"event order: {events}")
+check(deltas == r.output_text == final.output_text, "streamed deltas add up")
+for seed in range(2):
+    p = client.responses.parse(model=model, input="Describe yourself.", text_format=Answer, temperature=1,
+                               max_output_tokens=96, extra_body={"seed": seed})
+    check(isinstance(p.output_parsed, Answer), f"responses.parse gives an Answer: {p.output_text!r}")
+flat = [{"type": "function", "name": "get_weather", "parameters": weather["function"]["parameters"]}]
+t = client.responses.create(model=model, input="Weather in Rome?", tools=flat, tool_choice="required",
+                            parallel_tool_calls=False, temperature=1, max_output_tokens=96)
+(fc,) = [o for o in t.output if o.type == "function_call"]
+jsonschema.validate(json.loads(fc.arguments), weather["function"]["parameters"])
+t2 = client.responses.create(model=model, tools=flat, max_output_tokens=8, temperature=0, input=[
+    {"role": "user", "content": "Weather in Rome?"}, fc.model_dump(),
+    {"type": "function_call_output", "call_id": fc.call_id, "output": "sunny"}])
+check(t2.output_text is not None, "a function call and its output as input items")
+with client.responses.stream(model=model, input="Weather in Rome?", tools=flat, tool_choice="required",
+                             parallel_tool_calls=False, temperature=1, max_output_tokens=96) as st:
+    fr = st.get_final_response()
+check([o.type for o in fr.output] == ["function_call"], "streamed function call")
+try:
+    client.responses.create(model=model, input="Hi", previous_response_id="resp_1")
+    raise SystemExit("FAILED: previous_response_id was accepted")
+except openai.BadRequestError as e:
+    check("previous_response_id" in str(e), "previous_response_id is refused by name")
+
 print(f"openai {openai.__version__}: {checks} checks passed against {base}")

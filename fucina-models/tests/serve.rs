@@ -749,3 +749,67 @@ fn tool_calls_follow_the_tools() {
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some("invalid_value")), "{bad}: {r}");
     }
 }
+
+/// `/v1/responses`: the chat pipeline in the Responses shape: the same greedy answer as chat
+/// in an `output_text` part, typed stream events that add up to it, required function
+/// calls as `function_call` items, and what it cannot do refused by name.
+#[test]
+fn responses_endpoint_answers_as_chat_does() {
+    let s = common::start(&["--threads", "2", "--max-tokens", "96"]);
+    let chat = json!({ "messages": [{ "role": "system", "content": "Be brief." }, { "role": "user", "content": "Hi" }],
+                       "max_tokens": 10, "temperature": 0 });
+    let (_, c) = post(&s.base, "/v1/chat/completions", &chat);
+    let want = c["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let body = json!({ "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 10, "temperature": 0 });
+    let (code, r) = post(&s.base, "/v1/responses", &body);
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["object"], "response");
+    let msg = r["output"].as_array().unwrap().iter().find(|o| o["type"] == "message").unwrap();
+    assert_eq!(msg["content"][0]["type"], "output_text");
+    assert_eq!(msg["content"][0]["text"].as_str().unwrap(), want);
+    assert_eq!(r["usage"]["output_tokens"], c["usage"]["completion_tokens"]);
+    let finish = c["choices"][0]["finish_reason"].as_str().unwrap();
+    assert_eq!(r["status"], if finish == "length" { "incomplete" } else { "completed" });
+
+    let mut sb = body.clone();
+    sb["stream"] = json!(true);
+    let resp = ureq::post(&format!("{}/v1/responses", s.base)).send_json(sb).unwrap();
+    let (mut kinds, mut text, mut seqs) = (Vec::new(), String::new(), Vec::new());
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        let e: Value = serde_json::from_str(data).unwrap();
+        kinds.push(e["type"].as_str().unwrap().to_string());
+        seqs.push(e["sequence_number"].as_u64().unwrap());
+        if e["type"] == "response.output_text.delta" {
+            text += e["delta"].as_str().unwrap();
+        }
+    }
+    assert_eq!(text, want);
+    assert_eq!(&kinds[..2], ["response.created", "response.in_progress"]);
+    assert!(
+        matches!(kinds.last().map(String::as_str), Some("response.completed" | "response.incomplete")),
+        "{kinds:?}"
+    );
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+
+    let tools = json!([{ "type": "function", "name": "now", "parameters": { "type": "object", "properties": {},
+                                                                           "additionalProperties": false } }]);
+    let body = json!({ "input": "Time?", "tools": tools, "tool_choice": "required", "parallel_tool_calls": false,
+                       "max_output_tokens": 96 });
+    let (code, r) = post(&s.base, "/v1/responses", &body);
+    assert_eq!(code, 200, "{r}");
+    let calls: Vec<&Value> = r["output"].as_array().unwrap().iter().filter(|o| o["type"] == "function_call").collect();
+    assert_eq!(calls.len(), 1, "{r}");
+    assert_eq!((calls[0]["name"].as_str(), calls[0]["arguments"].as_str()), (Some("now"), Some("{}")));
+
+    for (bad, code_want) in [
+        (json!({ "input": "Hi", "previous_response_id": "resp_1" }), "unsupported_parameter"),
+        (json!({ "input": [{ "type": "input_image", "image_url": "x" }] }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "tools": [{ "type": "web_search" }] }), "unsupported_parameter"),
+        (json!({ "input": 5 }), "invalid_value"),
+    ] {
+        let (code, r) = post(&s.base, "/v1/responses", &bad);
+        assert_eq!((code, r["error"]["code"].as_str()), (400, Some(code_want)), "{bad}: {r}");
+    }
+}

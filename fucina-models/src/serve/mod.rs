@@ -8,6 +8,7 @@
 pub mod api;
 pub mod http;
 pub mod output;
+pub mod responses;
 pub mod worker;
 
 use crate::llm::chat::{ChatFormat, Prompt};
@@ -78,6 +79,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models/{id}", get(model))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(responses::responses))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -317,20 +319,25 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let messages = match parse_messages(&body.messages) {
-        Ok(m) => m,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, e, Some("invalid_value")),
-    };
-    if messages.is_empty() {
-        return fail(StatusCode::BAD_REQUEST, "messages is empty", None);
+    match prepare_chat(&st, &body).await {
+        Ok(p) => respond(st, p, true).await,
+        Err(r) => r,
     }
-    let tool_req = match tools(&body.common) {
-        Ok(t) => t,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)),
-    };
+}
+
+/// A chat request checked, rendered and tokenized (shared by `/v1/chat/completions` and
+/// `/v1/responses`).
+#[allow(clippy::result_large_err)]
+async fn prepare_chat(st: &Arc<AppState>, body: &ChatRequest) -> Result<Prepared, Response> {
+    let messages =
+        parse_messages(&body.messages).map_err(|e| fail(StatusCode::BAD_REQUEST, e, Some("invalid_value")))?;
+    if messages.is_empty() {
+        return Err(fail(StatusCode::BAD_REQUEST, "messages is empty", None));
+    }
+    let tool_req = tools(&body.common).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
     if tool_req.is_some() && !st.format.supports_tools() {
         let msg = "tools: this model's chat format has no tool calling here (Qwen3's ChatML does)";
-        return fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter"));
+        return Err(fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter")));
     }
     // A constrained answer starts under its grammar at once: no thinking block before it.
     let constrained = matches!(response_format(&body.common), Ok(Some(_)))
@@ -346,17 +353,14 @@ async fn chat(State(st): State<Arc<AppState>>, req: Request) -> Response {
         Some("inline") => ReasoningFormat::Inline,
         Some(other) => {
             let msg = format!("reasoning_format must be `separate` or `inline`, got `{other}`");
-            return fail(StatusCode::BAD_REQUEST, msg, Some("invalid_value"));
+            return Err(fail(StatusCode::BAD_REQUEST, msg, Some("invalid_value")));
         }
     };
     let raw_tools = tool_req.as_ref().map_or(&[][..], |t| &t.raw[..]);
     let prompt = st.format.prompt_with_tools(&messages, raw_tools, think);
-    let mut p = match prepare(&st, Input::Chat(prompt), &body.common).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+    let mut p = prepare(st, Input::Chat(prompt), &body.common).await?;
     p.separate_reasoning = reasoning == ReasoningFormat::Separate;
-    respond(st, p, true).await
+    Ok(p)
 }
 
 async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response {
