@@ -149,7 +149,7 @@ pub fn run_image(image: &[u8], prompt: &str) -> Result<()> {
     ids.truncate(24);
     let mut cache = lm.model.new_cache(lm.model.context_length().min(32), DType::F32)?;
     let mut sampler = Sampler::new(SamplingParams { temperature: 0.8, seed: 1, ..SamplingParams::default() });
-    let opts = GenerateOptions { max_tokens: 2, stop_tokens: vec![] };
+    let opts = GenerateOptions { max_tokens: 2, ..GenerateOptions::default() };
     generate(&*lm.model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut |_| true)?;
     Ok(())
 }

@@ -30,7 +30,7 @@ fn reference_with(user: &str, max_tokens: usize, params: SamplingParams) -> Stri
     let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
     let mut sampler = Sampler::new(params);
-    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok) };
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), speculate: 0 };
     let mut text = String::new();
     generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
         text.push_str(s);
@@ -482,7 +482,7 @@ fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<RefToken> {
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
     let mut sampler = Sampler::new(SamplingParams::default());
-    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok) };
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), speculate: 0 };
     let mut out = Vec::new();
     generate_observed(&*lm.model, &tok, &mut cache, prompt, &mut sampler, &opts, &mut |_| true, &mut |id, logits| {
         let lse = logits.iter().map(|&x| (x as f64).exp()).sum::<f64>().ln();

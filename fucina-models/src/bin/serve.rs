@@ -42,6 +42,10 @@ struct Args {
     /// Answer without Qwen3's thinking block unless a request asks for it.
     #[arg(long)]
     no_think: bool,
+    /// Speculative decoding for greedy requests (temperature 0, no grammar): draft up to N
+    /// tokens per step from the conversation itself, verified in one batched step.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(0..=64), usize::from))]
+    speculate: usize,
     /// Where chat answers put the `<think>` block: `separate` (the `reasoning_content` field)
     /// or `inline` (in `content`); a request's `reasoning_format` overrides it.
     #[arg(long, value_enum, default_value = "separate")]
@@ -107,8 +111,8 @@ fn main() {
             ),
             None => None,
         };
-        let worker =
-            Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, context, kv, stops).map_err(|e| e.to_string())?;
+        let worker = Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, context, kv, stops, a.speculate)
+            .map_err(|e| e.to_string())?;
         let model_id = a.model_id.clone().unwrap_or_else(|| {
             path.file_stem().map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned())
         });

@@ -82,6 +82,11 @@ pub struct LmArgs {
     /// RNG seed for sampling (default: a fresh random one each run).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Speculative decoding without a draft model: draft up to N tokens per step from the
+    /// conversation itself (n-gram matches) and verify them in one batched step; greedy
+    /// sampling only (--temperature 0, no grammar); a gate turns it off where drafts miss.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(0..=64), usize::from))]
+    pub speculate: usize,
     /// Constrain every answer to JSON valid against the JSON schema in this file
     /// (`{"type": "object"}`: any object). Implies --no-think.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["grammar", "regex"])]
@@ -171,8 +176,10 @@ pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
 
 /// Prints the timings line to stderr.
 pub fn report(stats: &GenerationStats) {
+    let spec =
+        if stats.drafted > 0 { format!(" | drafts kept {}/{}", stats.accepted, stats.drafted) } else { String::new() };
     eprintln!(
-        "\n[prefill {} tok in {:.2} s: {:.1} tok/s | decode {} tok in {:.2} s: {:.1} tok/s | stop: {:?}]",
+        "\n[prefill {} tok in {:.2} s: {:.1} tok/s | decode {} tok in {:.2} s: {:.1} tok/s{spec} | stop: {:?}]",
         stats.prompt_tokens,
         stats.prefill_seconds,
         stats.prefill_tok_s(),
@@ -205,7 +212,11 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     let dtype = if args.kv_f16 { DType::F16 } else { DType::F32 };
     let mut cache = model.new_cache(capacity, dtype)?;
     let mut sampler = Sampler::new(args.sampling()?);
-    let opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens(header, &tok) };
+    let opts = GenerateOptions {
+        max_tokens: args.max_tokens,
+        stop_tokens: stop_tokens(header, &tok),
+        speculate: args.speculate,
+    };
     // A grammar constrains each answer from its first token, so there is no room for a
     // thinking block: constrained answers skip it.
     let grammar = match args.grammar()? {

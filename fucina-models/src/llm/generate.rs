@@ -47,6 +47,10 @@ pub struct GenerationStats {
     pub decode_seconds: f64,
     /// Why it stopped.
     pub stop: StopReason,
+    /// Speculation: tokens drafted, and how many of them were kept.
+    pub drafted: usize,
+    /// Drafted tokens that greedy decoding confirmed.
+    pub accepted: usize,
 }
 
 impl GenerationStats {
@@ -62,12 +66,82 @@ impl GenerationStats {
 }
 
 /// What to generate.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GenerateOptions {
     /// The most tokens to generate.
     pub max_tokens: usize,
     /// Tokens that end the answer (not emitted).
     pub stop_tokens: Vec<u32>,
+    /// Speculative decoding without a draft model: up to this many tokens drafted per step
+    /// from the conversation itself (0: off). See [`ngram_draft`].
+    pub speculate: usize,
+}
+
+/// The shortest and longest n-gram matched for a draft.
+const DRAFT_NGRAM: std::ops::RangeInclusive<usize> = 2..=4;
+
+/// Drafts up to `max` tokens from `history` itself: the tokens that followed the most recent
+/// earlier occurrence of its last n tokens (the longest n of 4, 3, 2 that occurs). Text that
+/// repeats what came before (quotes, code edits, lists, the prompt's own phrases) drafts
+/// well; free text rarely finds a match, and then there is no draft and no cost.
+///
+/// ```
+/// use fucina_models::llm::generate::ngram_draft;
+/// // "... 5 6 7 8 9 ... 5 6" -> "7 8"
+/// assert_eq!(ngram_draft(&[1, 5, 6, 7, 8, 9, 2, 5, 6], 2), vec![7, 8]);
+/// assert!(ngram_draft(&[1, 2, 3, 4], 4).is_empty());
+/// ```
+pub fn ngram_draft(history: &[u32], max: usize) -> Vec<u32> {
+    let len = history.len();
+    if max == 0 {
+        return Vec::new();
+    }
+    for n in DRAFT_NGRAM.rev() {
+        if len <= n {
+            continue;
+        }
+        let key = &history[len - n..];
+        // The most recent earlier occurrence that has a continuation.
+        if let Some(i) = (0..len - n).rev().find(|&i| &history[i..i + n] == key) {
+            let from = i + n;
+            return history[from..(from + max).min(len)].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+/// Turns speculation off where it does not pay: after `WINDOW` verified drafts that kept
+/// fewer than half a token each on average, it rests for `REST` generated tokens.
+#[derive(Debug, Default)]
+struct DraftGate {
+    tries: usize,
+    kept: usize,
+    rest: usize,
+}
+
+impl DraftGate {
+    const WINDOW: usize = 8;
+    const REST: usize = 32;
+
+    fn open(&mut self) -> bool {
+        if self.rest > 0 {
+            self.rest -= 1;
+            return false;
+        }
+        true
+    }
+
+    fn record(&mut self, kept: usize) {
+        self.tries += 1;
+        self.kept += kept;
+        if self.tries >= Self::WINDOW {
+            if self.kept * 2 < self.tries {
+                self.rest = Self::REST;
+            }
+            self.tries = 0;
+            self.kept = 0;
+        }
+    }
 }
 
 /// Accumulates token bytes and releases only complete UTF-8 text.
@@ -156,32 +230,43 @@ pub fn generate_observed(
         return Err(FucinaError::InvalidArgument { op: "generate", msg: "the prompt has no tokens".into() });
     }
     cache.check_room(prompt.len())?;
+    let base = cache.len();
     let t0 = Instant::now();
     let ctx = ExecContext::current();
-    let mut logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
+    let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
     let mut history: Vec<u32> = prompt.to_vec();
-    let mut next = sampler.next(&logits, &history)?;
+    // Tokens decided but not yet emitted, each with the logits row it was picked from.
+    let mut decided: std::collections::VecDeque<(u32, Vec<f32>)> = std::collections::VecDeque::new();
+    let first = sampler.next(&logits, &history)?;
+    decided.push_back((first, logits));
     let prefill_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut out = Vec::new();
     let mut text = Utf8Stream::default();
-    let stop = loop {
-        if out.len() >= opts.max_tokens {
-            break StopReason::Length;
-        }
-        if opts.stop_tokens.contains(&next) {
-            break StopReason::EndToken;
-        }
-        out.push(next);
-        history.push(next);
-        on_token(next, &logits);
-        let piece = text.push(&tokenizer.decode_bytes(&[next])?);
-        if !piece.is_empty() && !on_text(&piece) {
-            break StopReason::Cancelled;
-        }
-        if sampler.is_done() {
-            // A grammar that is complete and cannot go on: the answer ends here.
-            break StopReason::EndToken;
+    // Drafts are verified greedily: with a temperature or a grammar every token is sampled
+    // one at a time.
+    let speculate = opts.speculate > 0 && sampler.params().temperature == 0.0 && !sampler.has_processor();
+    let mut gate = DraftGate::default();
+    let (mut drafted, mut accepted) = (0, 0);
+    let stop = 'gen: loop {
+        while let Some((next, row)) = decided.pop_front() {
+            if out.len() >= opts.max_tokens {
+                break 'gen StopReason::Length;
+            }
+            if opts.stop_tokens.contains(&next) {
+                break 'gen StopReason::EndToken;
+            }
+            out.push(next);
+            history.push(next);
+            on_token(next, &row);
+            let piece = text.push(&tokenizer.decode_bytes(&[next])?);
+            if !piece.is_empty() && !on_text(&piece) {
+                break 'gen StopReason::Cancelled;
+            }
+            if sampler.is_done() {
+                // A grammar that is complete and cannot go on: the answer ends here.
+                break 'gen StopReason::EndToken;
+            }
         }
         if out.len() >= opts.max_tokens {
             break StopReason::Length;
@@ -189,9 +274,46 @@ pub fn generate_observed(
         if cache.len() >= cache.capacity() {
             break StopReason::ContextFull;
         }
-        logits = ctx.run_on_pool(|| model.forward(&[next], cache, false))?.to_f32_vec();
-        next = sampler.next(&logits, &history)?;
+        // The last emitted token is not in the cache yet: feed it, with the drafts after it.
+        let last = *history.last().unwrap_or(&0);
+        let room = (cache.capacity() - cache.len() - 1).min(opts.max_tokens - out.len());
+        let drafts =
+            if speculate && gate.open() { ngram_draft(&history, opts.speculate.min(room)) } else { Vec::new() };
+        if drafts.is_empty() {
+            let logits = ctx.run_on_pool(|| model.forward(&[last], cache, false))?.to_f32_vec();
+            let next = sampler.next(&logits, &history)?;
+            decided.push_back((next, logits));
+            continue;
+        }
+        let start = cache.len();
+        let mut feed = Vec::with_capacity(drafts.len() + 1);
+        feed.push(last);
+        feed.extend_from_slice(&drafts);
+        let rows = ctx.run_on_pool(|| model.forward(&feed, cache, true))?.to_f32_vec();
+        let vocab = rows.len() / feed.len();
+        // Row i predicts the token after feed[i]: keep drafts while they are what greedy
+        // decoding picks, then the first token it picks instead.
+        let mut seen = history.clone();
+        let mut kept = 0;
+        for (i, row) in rows.chunks_exact(vocab).enumerate() {
+            let t = sampler.next(row, &seen)?;
+            decided.push_back((t, row.to_vec()));
+            if i < drafts.len() && t == drafts[i] {
+                seen.push(t);
+                kept += 1;
+            } else {
+                break;
+            }
+        }
+        gate.record(kept);
+        drafted += drafts.len();
+        accepted += kept;
+        // The cache keeps `last` and the drafts that were kept.
+        cache.truncate(start + 1 + kept);
     };
+    // Positions computed past the end (drafts after a stop token) are dropped: the cache
+    // holds the prompt and the emitted tokens, the last one at most.
+    cache.truncate(cache.len().min(base + prompt.len() + out.len()));
     let rest = text.finish();
     if !rest.is_empty() {
         on_text(&rest);
@@ -202,6 +324,8 @@ pub fn generate_observed(
         prefill_seconds,
         decode_seconds: t1.elapsed().as_secs_f64(),
         stop,
+        drafted,
+        accepted,
     };
     Ok((out, stats))
 }

@@ -151,6 +151,11 @@ impl Sampler {
         self.processor = p;
     }
 
+    /// Whether a logit processor is set.
+    pub fn has_processor(&self) -> bool {
+        self.processor.is_some()
+    }
+
     /// Whether the logit processor says nothing more may follow.
     pub fn is_done(&self) -> bool {
         self.processor.as_ref().is_some_and(|p| p.is_done())

@@ -88,7 +88,8 @@ impl Drop for AliveGuard {
 }
 
 impl Worker {
-    /// Starts the model thread for `model` on `ctx` with a cache of `capacity` positions.
+    /// Starts the model thread for `model` on `ctx` with a cache of `capacity` positions,
+    /// drafting up to `speculate` tokens per step for greedy requests (0: off).
     pub fn spawn(
         model: Arc<dyn CausalLm + Send>,
         tokenizer: Arc<Tokenizer>,
@@ -96,6 +97,7 @@ impl Worker {
         capacity: usize,
         kv: DType,
         stop_tokens: Vec<u32>,
+        speculate: usize,
     ) -> Result<Worker> {
         let cache = model.new_cache(capacity, kv)?;
         let (tx, rx) = mpsc::channel::<Job>();
@@ -107,7 +109,7 @@ impl Worker {
             .spawn(move || {
                 let _alive = guard;
                 let _g = ctx.enter();
-                let mut state = State { cache, fed: Vec::new() };
+                let mut state = State { cache, fed: Vec::new(), speculate };
                 for job in rx {
                     let events = job.events.clone();
                     let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -156,6 +158,8 @@ impl Worker {
 struct State {
     cache: KvCache,
     fed: Vec<u32>,
+    /// Most drafted tokens per step (0: no speculation).
+    speculate: usize,
 }
 
 impl State {
@@ -169,7 +173,11 @@ impl State {
         if let Some(g) = job.grammar.take() {
             sampler.set_processor(Some(Box::new(g)));
         }
-        let opts = GenerateOptions { max_tokens: job.max_tokens, stop_tokens: stop_tokens.to_vec() };
+        let opts = GenerateOptions {
+            max_tokens: job.max_tokens,
+            stop_tokens: stop_tokens.to_vec(),
+            speculate: self.speculate,
+        };
         let mut text = String::new();
         let mut sent = 0;
         let mut stopped_by_string = false;
@@ -306,7 +314,7 @@ mod tests {
         };
         let tok = Arc::new(Tokenizer::from_gguf(&lm.header).unwrap());
         let model: Arc<dyn CausalLm + Send> = Arc::new(Flaky(lm.model.clone()));
-        let w = Worker::spawn(model, tok, ctx, 64, DType::F32, vec![]).unwrap();
+        let w = Worker::spawn(model, tok, ctx, 64, DType::F32, vec![], 0).unwrap();
         let before = run(&w, vec![5, 6, 7]);
         assert!(matches!(before.last(), Some(Event::Done { .. })), "{before:?}");
         let failed = run(&w, vec![0, 1, 2]);
