@@ -10,6 +10,15 @@ use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use std::path::PathBuf;
 
 fn run(file: &str, backend: BackendKind, speculate: usize, penalty: f32) -> (Vec<u32>, usize, GenerationStats) {
+    run_with(file, backend, speculate, SamplingParams { frequency_penalty: penalty, ..SamplingParams::default() })
+}
+
+fn run_with(
+    file: &str,
+    backend: BackendKind,
+    speculate: usize,
+    params: SamplingParams,
+) -> (Vec<u32>, usize, GenerationStats) {
     let ctx = ExecContext::with_backend(backend, 2).unwrap();
     let _g = ctx.enter();
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets").join(file);
@@ -19,7 +28,6 @@ fn run(file: &str, backend: BackendKind, speculate: usize, penalty: f32) -> (Vec
         .encode("Quote it back: the capital of france is paris . the capital of france is paris . the capital")
         .unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
-    let params = SamplingParams { frequency_penalty: penalty, ..SamplingParams::default() };
     let mut sampler = Sampler::new(params);
     let opts = GenerateOptions { max_tokens: 48, stop_tokens: vec![], speculate };
     let (out, stats) = generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |_| true).unwrap();
@@ -52,4 +60,17 @@ fn drafted_greedy_equals_plain_greedy() {
         }
     }
     assert!(kept > 20, "drafts were never kept ({kept}): the test would not see a wrong verification");
+}
+
+/// With a temperature, drafts go through the sampler's acceptance rule (whose output
+/// distribution is the sampler's own: the unit test in llm::sampling); here it runs end to
+/// end, keeps drafts, and a run is reproducible from its seed.
+#[test]
+fn sampled_speculation_keeps_drafts_and_is_seeded() {
+    let params = SamplingParams { temperature: 0.7, frequency_penalty: -2.0, seed: 5, ..SamplingParams::default() };
+    let (a, _, stats) = run_with("qwen3-tiny-f32.gguf", BackendKind::Native, 6, params.clone());
+    let (b, _, _) = run_with("qwen3-tiny-f32.gguf", BackendKind::Native, 6, params);
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 48);
+    assert!(stats.accepted > 0 && stats.accepted <= stats.drafted, "{stats:?}");
 }

@@ -243,9 +243,9 @@ pub fn generate_observed(
     let t1 = Instant::now();
     let mut out = Vec::new();
     let mut text = Utf8Stream::default();
-    // Drafts are verified greedily: with a temperature or a grammar every token is sampled
-    // one at a time.
-    let speculate = opts.speculate > 0 && sampler.params().temperature == 0.0 && !sampler.has_processor();
+    // Drafts are verified by the sampler's acceptance rule; with a grammar every token is
+    // sampled one at a time.
+    let speculate = opts.speculate > 0 && !sampler.has_processor();
     let mut gate = DraftGate::default();
     let (mut drafted, mut accepted) = (0, 0);
     let stop = 'gen: loop {
@@ -291,19 +291,25 @@ pub fn generate_observed(
         feed.extend_from_slice(&drafts);
         let rows = ctx.run_on_pool(|| model.forward(&feed, cache, true))?.to_f32_vec();
         let vocab = rows.len() / feed.len();
-        // Row i predicts the token after feed[i]: keep drafts while they are what greedy
-        // decoding picks, then the first token it picks instead.
+        // Row i predicts the token after feed[i]: keep drafts while the sampler's own
+        // distribution accepts them (greedy: while they are the argmax), then the token it
+        // draws instead.
         let mut seen = history.clone();
         let mut kept = 0;
         for (i, row) in rows.chunks_exact(vocab).enumerate() {
-            let t = sampler.next(row, &seen)?;
+            let Some(&draft) = drafts.get(i) else {
+                // Every draft kept: the last row gives one more token.
+                let t = sampler.next(row, &seen)?;
+                decided.push_back((t, row.to_vec()));
+                break;
+            };
+            let (t, keep) = sampler.verify_draft(row, &seen, draft);
             decided.push_back((t, row.to_vec()));
-            if i < drafts.len() && t == drafts[i] {
-                seen.push(t);
-                kept += 1;
-            } else {
+            if !keep {
                 break;
             }
+            seen.push(t);
+            kept += 1;
         }
         gate.record(kept);
         drafted += drafts.len();

@@ -230,11 +230,13 @@ impl Sampler {
         l
     }
 
-    /// One draw from adjusted logits (-inf entries are never picked unless all are).
-    fn draw(&mut self, l: &[f32]) -> u32 {
+    /// The candidates a draw picks from and their probabilities (summing to 1), most likely
+    /// first: temperature, top-k, min-p and top-p applied to adjusted logits (-inf entries
+    /// are dropped unless all are). Temperature 0 is the argmax with probability 1.
+    fn distribution(&self, l: &[f32]) -> (Vec<u32>, Vec<f32>) {
         let p = &self.params;
         if p.temperature == 0.0 {
-            return argmax(l);
+            return (vec![argmax(l)], vec![1.0]);
         }
         // Candidates sorted by logit, most likely first (ties: lower id first), the
         // forbidden (-inf) ones dropped.
@@ -262,18 +264,73 @@ impl Sampler {
             }
         }
         let keep = keep_min.min(keep_p).max(1);
-        let mass: f32 = probs[..keep].iter().sum();
+        idx.truncate(keep);
+        probs.truncate(keep);
+        let mass: f32 = probs.iter().sum();
+        probs.iter_mut().for_each(|x| *x /= mass);
+        (idx, probs)
+    }
+
+    /// The next uniform number in (0, 1) of the run's stream.
+    fn uniform(&mut self) -> f32 {
         let [r, ..] = self.rng.at(0, self.draws);
         self.draws += 1;
-        let u = u32_to_open01(r) * mass;
+        u32_to_open01(r)
+    }
+
+    /// Picks from `idx` by `probs` (whose sum is `mass`), with one uniform number.
+    fn pick(&mut self, idx: &[u32], probs: &[f32], mass: f32) -> u32 {
+        let u = self.uniform() * mass;
         let mut acc = 0.0;
-        for (i, x) in probs[..keep].iter().enumerate() {
+        for (i, x) in probs.iter().enumerate() {
             acc += x;
             if u < acc {
                 return idx[i];
             }
         }
-        idx[keep - 1]
+        idx[idx.len() - 1]
+    }
+
+    /// One draw from adjusted logits.
+    fn draw(&mut self, l: &[f32]) -> u32 {
+        if self.params.temperature == 0.0 {
+            return argmax(l);
+        }
+        let (idx, probs) = self.distribution(l);
+        self.pick(&idx, &probs, 1.0)
+    }
+
+    /// Verifies a drafted token (speculative sampling with a draft that proposes `draft`
+    /// with certainty): keeps it with the probability p(`draft`) the sampler gives it here,
+    /// otherwise draws from p with `draft` taken out. The token that comes out has exactly
+    /// the distribution [`Sampler::sample`] draws from, so drafting never changes what is
+    /// sampled, only how many steps it takes. Returns the token and whether it is the draft.
+    /// (Greedy: the draft is kept if and only if it is the argmax.) Not for a sampler with
+    /// a logit processor.
+    ///
+    /// ```
+    /// use fucina_models::llm::sampling::{Sampler, SamplingParams};
+    /// let mut s = Sampler::new(SamplingParams::default());
+    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 1), (1, true));
+    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 2), (1, false));
+    /// ```
+    pub fn verify_draft(&mut self, logits: &[f32], history: &[u32], draft: u32) -> (u32, bool) {
+        let l = self.adjusted(logits, history);
+        let (idx, probs) = self.distribution(&l);
+        let p_draft = idx.iter().position(|&t| t == draft).map_or(0.0, |i| probs[i]);
+        if self.params.temperature == 0.0 {
+            return (idx[0], idx[0] == draft);
+        }
+        if p_draft > 0.0 && self.uniform() < p_draft {
+            return (draft, true);
+        }
+        // The residual: p without the draft, renormalized.
+        let (rest_idx, rest_p): (Vec<u32>, Vec<f32>) = idx.iter().zip(&probs).filter(|(&t, _)| t != draft).unzip();
+        if rest_idx.is_empty() {
+            return (draft, true);
+        }
+        let mass = rest_p.iter().sum();
+        (self.pick(&rest_idx, &rest_p, mass), false)
     }
 }
 
@@ -353,6 +410,34 @@ mod tests {
         assert!(bias(vec![(1, 101.0)]).validate().is_err());
         assert!(bias(vec![(1, f32::NAN)]).validate().is_err());
         assert!(bias((0..MAX_LOGIT_BIAS as u32 + 1).map(|t| (t, 1.0)).collect()).validate().is_err());
+    }
+
+    #[test]
+    fn verified_drafts_keep_the_sampling_distribution() {
+        // For drafts inside and outside the candidate set, the token that comes out of
+        // verify_draft is distributed as sample() draws: within 4 standard errors per token
+        // over 40000 draws (a verification that always kept, or never kept, the draft fails).
+        let logits = [2.0, 1.5, 1.0, 0.2, -1.0, -3.0];
+        let params = SamplingParams { temperature: 0.9, top_k: 5, seed: 9, ..SamplingParams::default() };
+        let n = 40000;
+        let want = counts(params.clone(), &logits, n);
+        for draft in [0u32, 2, 4, 5] {
+            let mut s = Sampler::new(SamplingParams { seed: 10 + u64::from(draft), ..params.clone() });
+            let mut got = vec![0usize; logits.len()];
+            let mut kept = 0;
+            for _ in 0..n {
+                let (t, k) = s.verify_draft(&logits, &[], draft);
+                got[t as usize] += 1;
+                kept += usize::from(k);
+            }
+            for (t, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                let p = w as f64 / n as f64;
+                let se = (p * (1.0 - p) / n as f64).sqrt().max(1e-4);
+                let dev = (g as f64 - w as f64).abs() / n as f64;
+                assert!(dev < 4.0 * se * std::f64::consts::SQRT_2, "draft {draft}, token {t}: {g} vs {w}");
+            }
+            assert_eq!(kept, got[draft as usize], "draft {draft}: kept exactly when the draft came out");
+        }
     }
 
     fn counts(params: SamplingParams, logits: &[f32], n: usize) -> Vec<usize> {

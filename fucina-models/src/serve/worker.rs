@@ -89,7 +89,7 @@ impl Drop for AliveGuard {
 
 impl Worker {
     /// Starts the model thread for `model` on `ctx` with a cache of `capacity` positions,
-    /// drafting up to `speculate` tokens per step for greedy requests (0: off).
+    /// drafting up to `speculate` tokens per step (0: off; not with a grammar).
     pub fn spawn(
         model: Arc<dyn CausalLm + Send>,
         tokenizer: Arc<Tokenizer>,
