@@ -30,7 +30,7 @@ fn reference_with(user: &str, max_tokens: usize, params: SamplingParams) -> Stri
     let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
     let mut sampler = Sampler::new(params);
-    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), speculate: 0 };
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), ..GenerateOptions::default() };
     let mut text = String::new();
     generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
         text.push_str(s);
@@ -482,7 +482,7 @@ fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<RefToken> {
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
     let mut sampler = Sampler::new(SamplingParams::default());
-    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), speculate: 0 };
+    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), ..GenerateOptions::default() };
     let mut out = Vec::new();
     generate_observed(&*lm.model, &tok, &mut cache, prompt, &mut sampler, &opts, &mut |_| true, &mut |id, logits| {
         let lse = logits.iter().map(|&x| (x as f64).exp()).sum::<f64>().ln();
@@ -812,4 +812,42 @@ fn responses_endpoint_answers_as_chat_does() {
         let (code, r) = post(&s.base, "/v1/responses", &bad);
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some(code_want)), "{bad}: {r}");
     }
+}
+
+/// `serve --speculate`: greedy answers (chat and completions) are the same text as without
+/// drafts, and seeded sampled requests are reproducible, with and without drafts, also when
+/// the second one reuses the first one's cached prompt.
+#[test]
+fn speculative_server_answers_as_the_plain_one() {
+    let plain = common::start(&["--threads", "2", "--max-tokens", "48"]);
+    let spec = common::start(&["--threads", "2", "--max-tokens", "48", "--speculate", "6"]);
+    let bodies = [
+        (
+            "/v1/chat/completions",
+            json!({ "messages": [{ "role": "user", "content": "Quote: the capital of france is paris . the capital of france is paris ." }],
+                                         "max_tokens": 48, "temperature": 0, "frequency_penalty": -2 }),
+        ),
+        (
+            "/v1/completions",
+            json!({ "prompt": "the capital of france is paris . the capital of france is", "max_tokens": 48,
+                                    "temperature": 0, "frequency_penalty": -2 }),
+        ),
+        ("/v1/completions", json!({ "prompt": "Hello world", "max_tokens": 48, "temperature": 0 })),
+    ];
+    for (path, body) in &bodies {
+        let (a, b) = (post(&plain.base, path, body).1, post(&spec.base, path, body).1);
+        assert_eq!(a["choices"][0], b["choices"][0], "{path}");
+        assert_eq!(a["usage"], b["usage"], "{path}");
+    }
+    let body = json!({ "prompt": "the capital of france is paris . the capital of", "max_tokens": 32,
+                       "temperature": 0.8, "seed": 3, "frequency_penalty": -2 });
+    let (a, b) = (post(&spec.base, "/v1/completions", &body).1, post(&spec.base, "/v1/completions", &body).1);
+    assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"], "seeded sampling with drafts is reproducible");
+    // The second request reuses the cached prompt; the penalties must still see all of it
+    // (they once saw only the re-fed last token, and the repeat answered differently).
+    let (a, b) = (post(&plain.base, "/v1/completions", &body).1, post(&plain.base, "/v1/completions", &body).1);
+    assert_eq!(
+        a["choices"][0]["text"], b["choices"][0]["text"],
+        "a repeated request reuses the cache and answers alike"
+    );
 }

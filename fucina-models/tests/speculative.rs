@@ -29,7 +29,7 @@ fn run_with(
         .unwrap();
     let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
     let mut sampler = Sampler::new(params);
-    let opts = GenerateOptions { max_tokens: 48, stop_tokens: vec![], speculate };
+    let opts = GenerateOptions { max_tokens: 48, speculate, ..GenerateOptions::default() };
     let (out, stats) = generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |_| true).unwrap();
     (out, cache.len(), stats)
 }

@@ -213,10 +213,11 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     let dtype = if args.kv_f16 { DType::F16 } else { DType::F32 };
     let mut cache = model.new_cache(capacity, dtype)?;
     let mut sampler = Sampler::new(args.sampling()?);
-    let opts = GenerateOptions {
+    let mut opts = GenerateOptions {
         max_tokens: args.max_tokens,
         stop_tokens: stop_tokens(header, &tok),
         speculate: args.speculate,
+        context: Vec::new(),
     };
     // A grammar constrains each answer from its first token, so there is no room for a
     // thinking block: constrained answers skip it.
@@ -298,6 +299,8 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
         cache.truncate(common);
         fed.truncate(common);
+        // The reused turns are history for the penalties and the drafts.
+        opts.context.clone_from(&fed);
         let mut answer = String::new();
         let mut sink = |s: &str| {
             answer.push_str(s);

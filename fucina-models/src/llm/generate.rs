@@ -75,6 +75,9 @@ pub struct GenerateOptions {
     /// Speculative decoding without a draft model: up to this many tokens drafted per step
     /// from the conversation itself (0: off). See [`ngram_draft`].
     pub speculate: usize,
+    /// The tokens the cache already holds before the prompt (a conversation fed only its new
+    /// suffix): the penalties and the drafts see them as history. Empty: none, or unknown.
+    pub context: Vec<u32>,
 }
 
 /// The shortest and longest n-gram matched for a draft.
@@ -231,10 +234,16 @@ pub fn generate_observed(
     }
     cache.check_room(prompt.len())?;
     let base = cache.len();
+    if !opts.context.is_empty() && opts.context.len() != base {
+        return Err(FucinaError::InvalidArgument {
+            op: "generate",
+            msg: format!("{} context tokens for a cache holding {base}", opts.context.len()),
+        });
+    }
     let t0 = Instant::now();
     let ctx = ExecContext::current();
     let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
-    let mut history: Vec<u32> = prompt.to_vec();
+    let mut history: Vec<u32> = opts.context.iter().chain(prompt).copied().collect();
     // Tokens decided but not yet emitted, each with the logits row it was picked from.
     let mut decided: std::collections::VecDeque<(u32, Vec<f32>)> = std::collections::VecDeque::new();
     let first = sampler.next(&logits, &history)?;

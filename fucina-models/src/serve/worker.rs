@@ -173,10 +173,12 @@ impl State {
         if let Some(g) = job.grammar.take() {
             sampler.set_processor(Some(Box::new(g)));
         }
+        // The reused prefix is history too: the penalties and the drafts look back over it.
         let opts = GenerateOptions {
             max_tokens: job.max_tokens,
             stop_tokens: stop_tokens.to_vec(),
             speculate: self.speculate,
+            context: self.fed.clone(),
         };
         let mut text = String::new();
         let mut sent = 0;
