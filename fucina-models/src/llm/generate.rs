@@ -83,8 +83,9 @@ pub struct GenerateOptions {
 /// The shortest and longest n-gram matched for a draft.
 const DRAFT_NGRAM: std::ops::RangeInclusive<usize> = 2..=4;
 
-/// Drafts up to `max` tokens from `history` itself: the tokens that followed the most recent
-/// earlier occurrence of its last n tokens (the longest n of 4, 3, 2 that occurs). Text that
+/// Drafts `max` tokens from `history` itself: the tokens that followed the most recent
+/// earlier occurrence of its last n tokens (the longest n of 4, 3, 2 that occurs), read on
+/// periodically past the end of the history (a loop drafts as far as asked). Text that
 /// repeats what came before (quotes, code edits, lists, the prompt's own phrases) drafts
 /// well; free text rarely finds a match, and then there is no draft and no cost.
 ///
@@ -92,6 +93,8 @@ const DRAFT_NGRAM: std::ops::RangeInclusive<usize> = 2..=4;
 /// use fucina_models::llm::generate::ngram_draft;
 /// // "... 5 6 7 8 9 ... 5 6" -> "7 8"
 /// assert_eq!(ngram_draft(&[1, 5, 6, 7, 8, 9, 2, 5, 6], 2), vec![7, 8]);
+/// // A loop "3 4 3 4 3" goes on: "4 3 4 3 4".
+/// assert_eq!(ngram_draft(&[9, 3, 4, 3, 4, 3], 5), vec![4, 3, 4, 3, 4]);
 /// assert!(ngram_draft(&[1, 2, 3, 4], 4).is_empty());
 /// ```
 pub fn ngram_draft(history: &[u32], max: usize) -> Vec<u32> {
@@ -106,8 +109,15 @@ pub fn ngram_draft(history: &[u32], max: usize) -> Vec<u32> {
         let key = &history[len - n..];
         // The most recent earlier occurrence that has a continuation.
         if let Some(i) = (0..len - n).rev().find(|&i| &history[i..i + n] == key) {
+            // The continuation, read on past the end of the history into the draft itself:
+            // a stretch that repeats with period len - (i + n) drafts as far as `max`.
             let from = i + n;
-            return history[from..(from + max).min(len)].to_vec();
+            let mut draft = Vec::with_capacity(max);
+            for j in from..from + max {
+                let t = if j < len { history[j] } else { draft[j - len] };
+                draft.push(t);
+            }
+            return draft;
         }
     }
     Vec::new()
