@@ -230,42 +230,67 @@ impl Sampler {
         l
     }
 
-    /// The candidates a draw picks from and their probabilities (summing to 1), most likely
-    /// first: temperature, top-k, min-p and top-p applied to adjusted logits (-inf entries
-    /// are dropped unless all are). Temperature 0 is the argmax with probability 1.
+    /// The candidates a draw picks from and their probabilities (summing to 1): temperature,
+    /// top-k, min-p and top-p applied to adjusted logits (-inf entries are dropped unless all
+    /// are); most likely first when min-p or top-p cut them, in no set order otherwise.
+    /// Temperature 0 is the argmax with probability 1.
     fn distribution(&self, l: &[f32]) -> (Vec<u32>, Vec<f32>) {
         let p = &self.params;
         if p.temperature == 0.0 {
             return (vec![argmax(l)], vec![1.0]);
         }
-        // Candidates sorted by logit, most likely first (ties: lower id first), the
-        // forbidden (-inf) ones dropped.
-        let mut idx: Vec<u32> = (0..l.len() as u32).collect();
-        idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
-        let allowed = idx.iter().take_while(|&&i| l[i as usize] > f32::NEG_INFINITY).count();
-        idx.truncate(allowed.max(1));
-        if p.top_k > 0 {
+        // Most likely first, lower id first on ties.
+        let order = |a: &u32, b: &u32| l[*b as usize].total_cmp(&l[*a as usize]).then(a.cmp(b));
+        let mut idx: Vec<u32> = (0..l.len() as u32).filter(|&i| l[i as usize] > f32::NEG_INFINITY).collect();
+        if idx.is_empty() {
+            return (vec![argmax(l)], vec![1.0]);
+        }
+        if p.top_k > 0 && p.top_k < idx.len() {
+            idx.select_nth_unstable_by(p.top_k - 1, order);
             idx.truncate(p.top_k);
         }
-        let top = l[idx[0] as usize];
-        let mut probs: Vec<f32> = idx.iter().map(|&i| ((l[i as usize] - top) / p.temperature).exp()).collect();
-        let total: f32 = probs.iter().sum();
-        probs.iter_mut().for_each(|x| *x /= total);
-        // min-p: relative to the best token.
-        let keep_min = probs.iter().take_while(|&&x| x >= p.min_p * probs[0]).count().max(1);
-        // top-p: the shortest prefix whose mass reaches p.
-        let mut acc = 0.0;
-        let mut keep_p = probs.len();
-        for (i, x) in probs.iter().enumerate() {
-            acc += x;
-            if acc >= p.top_p {
-                keep_p = i + 1;
-                break;
+        let top = idx.iter().map(|&i| l[i as usize]).fold(f32::NEG_INFINITY, f32::max);
+        // Each candidate's weight exp((l - top) / T), computed once (by id).
+        let mut w = vec![0.0f32; l.len()];
+        for &i in &idx {
+            w[i as usize] = ((l[i as usize] - top) / p.temperature).exp();
+        }
+        let weight = |i: u32| w[i as usize];
+        // Only min-p and top-p need the candidates in order, and only as far as they keep:
+        // without them the draw goes over the candidates as they are (no sort of the whole
+        // vocabulary per token).
+        if p.min_p > 0.0 || p.top_p < 1.0 {
+            let total: f32 = idx.iter().map(|&i| weight(i)).sum();
+            // min-p keeps a prefix of the order: the tokens at least min_p times the best.
+            if p.min_p > 0.0 {
+                idx.retain(|&i| weight(i) >= p.min_p);
+            }
+            // top-p: the shortest prefix whose share of `total` reaches top_p, found by
+            // selecting ever larger prefixes until one holds enough.
+            let need = p.top_p * total;
+            let n = idx.len();
+            let mut m = n.min(64);
+            loop {
+                if m < n {
+                    idx.select_nth_unstable_by(m - 1, order);
+                }
+                if m == n || idx[..m].iter().map(|&i| weight(i)).sum::<f32>() >= need {
+                    idx.truncate(m);
+                    idx.sort_by(order);
+                    break;
+                }
+                m = (m * 16).min(n);
+            }
+            let mut acc = 0.0;
+            for (k, &i) in idx.iter().enumerate() {
+                acc += weight(i);
+                if acc >= need {
+                    idx.truncate(k + 1);
+                    break;
+                }
             }
         }
-        let keep = keep_min.min(keep_p).max(1);
-        idx.truncate(keep);
-        probs.truncate(keep);
+        let mut probs: Vec<f32> = idx.iter().map(|&i| weight(i)).collect();
         let mass: f32 = probs.iter().sum();
         probs.iter_mut().for_each(|x| *x /= mass);
         (idx, probs)
@@ -410,6 +435,68 @@ mod tests {
         assert!(bias(vec![(1, 101.0)]).validate().is_err());
         assert!(bias(vec![(1, f32::NAN)]).validate().is_err());
         assert!(bias((0..MAX_LOGIT_BIAS as u32 + 1).map(|t| (t, 1.0)).collect()).validate().is_err());
+    }
+
+    /// The truncations by sorting everything, as the specification of `distribution`.
+    fn reference(l: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
+        let mut idx: Vec<u32> = (0..l.len() as u32).filter(|&i| l[i as usize] > f32::NEG_INFINITY).collect();
+        idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
+        if p.top_k > 0 {
+            idx.truncate(p.top_k);
+        }
+        let top = l[idx[0] as usize];
+        let w: Vec<f64> =
+            idx.iter().map(|&i| (f64::from(l[i as usize] - top) / f64::from(p.temperature)).exp()).collect();
+        let total: f64 = w.iter().sum();
+        let keep_min = w.iter().take_while(|&&x| x >= f64::from(p.min_p)).count();
+        let mut acc = 0.0;
+        let keep_p = w.iter().position(|x| {
+            acc += x;
+            acc >= f64::from(p.top_p) * total
+        });
+        let keep = keep_min.min(keep_p.map_or(w.len(), |k| k + 1)).max(1);
+        let mass: f64 = w[..keep].iter().sum();
+        idx[..keep].iter().zip(&w).map(|(&i, &x)| (i, (x / mass) as f32)).collect()
+    }
+
+    #[test]
+    fn distribution_matches_the_full_sort() {
+        let mut rng = Philox::new(3);
+        for case in 0..60u64 {
+            let n = [5usize, 70, 600, 3000][case as usize % 4];
+            let l: Vec<f32> = (0..n as u64)
+                .map(|j| {
+                    let [a, b, ..] = rng.at(case, j);
+                    // Some ties and some forbidden tokens.
+                    if b % 17 == 0 {
+                        f32::NEG_INFINITY
+                    } else {
+                        (u32_to_open01(a) * 12.0).round() / 2.0
+                    }
+                })
+                .collect();
+            let p = SamplingParams {
+                temperature: [0.5, 1.0, 1.7][case as usize % 3],
+                top_k: [0, 3, 50][case as usize % 5 % 3],
+                top_p: [1.0, 0.9, 0.3][case as usize / 3 % 3],
+                min_p: [0.0, 0.05, 0.5][case as usize / 9 % 3],
+                ..SamplingParams::default()
+            };
+            let s = Sampler::new(p.clone());
+            let (idx, probs) = s.distribution(&l);
+            let mut got: Vec<(u32, f32)> = idx.into_iter().zip(probs).collect();
+            let mut want = reference(&l, &p);
+            got.sort_by_key(|x| x.0);
+            want.sort_by_key(|x| x.0);
+            assert_eq!(
+                got.iter().map(|x| x.0).collect::<Vec<_>>(),
+                want.iter().map(|x| x.0).collect::<Vec<_>>(),
+                "case {case}: {p:?}"
+            );
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g.1 - w.1).abs() < 1e-5, "case {case}: token {}: {} vs {}", g.0, g.1, w.1);
+            }
+        }
     }
 
     #[test]
