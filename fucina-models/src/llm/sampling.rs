@@ -461,7 +461,7 @@ mod tests {
 
     #[test]
     fn distribution_matches_the_full_sort() {
-        let mut rng = Philox::new(3);
+        let rng = Philox::new(3);
         for case in 0..60u64 {
             let n = [5usize, 70, 600, 3000][case as usize % 4];
             let l: Vec<f32> = (0..n as u64)
