@@ -328,15 +328,8 @@ fn openai_parameters_are_honoured_or_refused() {
     // stream_options.include_usage: a last chunk with no choices and the token counts.
     let mut body = chat_body("Hello", true);
     body["stream_options"] = json!({ "include_usage": true });
-    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body).unwrap();
     let (mut pieces, mut usage) = (0u64, None);
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.unwrap();
-        let Some(data) = line.strip_prefix("data: ") else { continue };
-        if data == "[DONE]" {
-            break;
-        }
-        let c: Value = serde_json::from_str(data).unwrap();
+    for c in sse(&s.base, "/v1/chat/completions", body) {
         assert!(usage.is_none(), "a chunk after the usage chunk: {c}");
         if c["choices"].as_array().is_some_and(|a| a.is_empty()) {
             usage = Some(c["usage"].clone());
@@ -354,17 +347,25 @@ fn openai_parameters_are_honoured_or_refused() {
     assert_eq!(code, 400, "stream_options without stream: {r}");
 }
 
-/// Reads a stream's text and finish reason.
-fn streamed(base: &str, path: &str, body: Value) -> (String, String) {
+/// The `data:` payloads of a server-sent stream, parsed, up to `[DONE]`.
+fn sse(base: &str, path: &str, body: Value) -> Vec<Value> {
     let resp = ureq::post(&format!("{base}{path}")).send_json(body).unwrap();
-    let (mut text, mut finish) = (String::new(), String::new());
+    let mut out = Vec::new();
     for line in BufReader::new(resp.into_reader()).lines() {
         let line = line.unwrap();
         let Some(data) = line.strip_prefix("data: ") else { continue };
         if data == "[DONE]" {
             break;
         }
-        let c: Value = serde_json::from_str(data).unwrap();
+        out.push(serde_json::from_str(data).unwrap());
+    }
+    out
+}
+
+/// Reads a stream's text and finish reason.
+fn streamed(base: &str, path: &str, body: Value) -> (String, String) {
+    let (mut text, mut finish) = (String::new(), String::new());
+    for c in sse(base, path, body) {
         if let Some(t) = c["choices"][0]["delta"]["content"].as_str() {
             text.push_str(t);
         }
@@ -529,15 +530,8 @@ fn logprobs_are_the_models_log_softmax() {
     // Streamed: the same entries, spread over the chunks.
     let mut body_s = body.clone();
     body_s["stream"] = json!(true);
-    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body_s).unwrap();
     let mut content = Vec::new();
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.unwrap();
-        let Some(data) = line.strip_prefix("data: ") else { continue };
-        if data == "[DONE]" {
-            break;
-        }
-        let c: Value = serde_json::from_str(data).unwrap();
+    for c in sse(&s.base, "/v1/chat/completions", body_s) {
         if let Some(a) = c["choices"][0]["logprobs"]["content"].as_array() {
             content.extend(a.iter().cloned());
         }
@@ -615,15 +609,8 @@ fn reasoning_content_is_split_from_the_answer() {
     default.as_object_mut().unwrap().remove("reasoning_format");
     assert_eq!(post(&s.base, "/v1/chat/completions", &default).1["choices"][0]["message"], *m);
     // Streamed: the deltas add up to the same fields.
-    let resp = ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(body("separate", true)).unwrap();
     let (mut r_s, mut c_s) = (String::new(), String::new());
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.unwrap();
-        let Some(data) = line.strip_prefix("data: ") else { continue };
-        if data == "[DONE]" {
-            break;
-        }
-        let c: Value = serde_json::from_str(data).unwrap();
+    for c in sse(&s.base, "/v1/chat/completions", body("separate", true)) {
         r_s += c["choices"][0]["delta"]["reasoning_content"].as_str().unwrap_or("");
         c_s += c["choices"][0]["delta"]["content"].as_str().unwrap_or("");
     }
@@ -681,16 +668,8 @@ fn tool_calls_follow_the_tools() {
             check_call(&calls[0], only);
             names.insert(calls[0]["function"]["name"].as_str().unwrap().to_string());
             // Streamed: the same call in a tool_calls delta.
-            let resp =
-                ureq::post(&format!("{}/v1/chat/completions", s.base)).send_json(ask(choice, seed, true)).unwrap();
             let (mut streamed, mut finish) = (Vec::new(), String::new());
-            for line in BufReader::new(resp.into_reader()).lines() {
-                let line = line.unwrap();
-                let Some(data) = line.strip_prefix("data: ") else { continue };
-                if data == "[DONE]" {
-                    break;
-                }
-                let ch: Value = serde_json::from_str(data).unwrap();
+            for ch in sse(&s.base, "/v1/chat/completions", ask(choice, seed, true)) {
                 if let Some(a) = ch["choices"][0]["delta"]["tool_calls"].as_array() {
                     streamed.extend(a.iter().cloned());
                 }
@@ -773,12 +752,8 @@ fn responses_endpoint_answers_as_chat_does() {
 
     let mut sb = body.clone();
     sb["stream"] = json!(true);
-    let resp = ureq::post(&format!("{}/v1/responses", s.base)).send_json(sb).unwrap();
     let (mut kinds, mut text, mut seqs) = (Vec::new(), String::new(), Vec::new());
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.unwrap();
-        let Some(data) = line.strip_prefix("data: ") else { continue };
-        let e: Value = serde_json::from_str(data).unwrap();
+    for e in sse(&s.base, "/v1/responses", sb) {
         kinds.push(e["type"].as_str().unwrap().to_string());
         seqs.push(e["sequence_number"].as_u64().unwrap());
         if e["type"] == "response.output_text.delta" {

@@ -46,7 +46,7 @@ pub struct ReasoningSplitter {
 
 /// The length of the longest suffix of `s` that is a proper prefix of `tag` (text that a
 /// later piece could complete into the tag), on a character boundary.
-fn partial_tag(s: &str, tag: &str) -> usize {
+pub(crate) fn partial_tag(s: &str, tag: &str) -> usize {
     (1..tag.len().min(s.len() + 1))
         .rev()
         .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))

@@ -13,6 +13,7 @@
 
 use super::chat::ToolCall;
 use super::grammar::Grammar;
+use super::reasoning::partial_tag;
 use serde_json::{json, Value};
 
 /// The tag that opens a call.
@@ -96,14 +97,6 @@ pub fn parse_tool_calls(text: &str) -> (String, Vec<ToolCall>) {
 pub struct ToolCallSplitter {
     buf: String,
     in_call: bool,
-}
-
-/// The length of the longest suffix of `s` that is a proper prefix of `tag`.
-fn partial_tag(s: &str, tag: &str) -> usize {
-    (1..tag.len().min(s.len() + 1))
-        .rev()
-        .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))
-        .unwrap_or(0)
 }
 
 impl ToolCallSplitter {

@@ -180,6 +180,21 @@ enum Input {
     Chat(Prompt),
 }
 
+impl Prepared {
+    /// The job for the model thread: the prompt, stop strings and grammar move into it.
+    fn take_job(&mut self, events: tokio::sync::mpsc::UnboundedSender<Event>) -> Job {
+        Job {
+            prompt: std::mem::take(&mut self.prompt),
+            params: self.params.clone(),
+            max_tokens: self.max_tokens,
+            stop: std::mem::take(&mut self.stop),
+            grammar: self.grammar.take(),
+            logprobs: self.logprobs,
+            events,
+        }
+    }
+}
+
 /// A validated request, ready to queue.
 struct Prepared {
     prompt: Vec<u32>,
@@ -381,17 +396,9 @@ async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response 
 }
 
 /// Queues the job and answers with the whole completion or a stream of chunks.
-async fn respond(st: Arc<AppState>, p: Prepared, chat: bool) -> Response {
+async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job {
-        prompt: p.prompt,
-        params: p.params,
-        max_tokens: p.max_tokens,
-        stop: p.stop,
-        grammar: p.grammar,
-        logprobs: p.logprobs,
-        events: tx,
-    };
+    let job = p.take_job(tx);
     if let Err(e) = st.worker.submit(job) {
         return fail(StatusCode::SERVICE_UNAVAILABLE, e, None);
     }

@@ -6,7 +6,7 @@
 
 use super::api::{ChatRequest, Usage};
 use super::output::{ChatSplit, Delta};
-use super::worker::{Event, Job};
+use super::worker::Event;
 use super::{fail, now, prepare_chat, read_json, AppState};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -221,21 +221,14 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
         Ok(c) => c,
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("invalid request body: {e}"), Some("invalid_value")),
     };
-    let p = match prepare_chat(&st, &chat).await {
+    let mut p = match prepare_chat(&st, &chat).await {
         Ok(p) => p,
         Err(r) => return r,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (stream, tools) = (p.stream, p.tools.is_some());
-    let job = Job {
-        prompt: p.prompt,
-        params: p.params,
-        max_tokens: p.max_tokens,
-        stop: p.stop,
-        grammar: p.grammar,
-        logprobs: None,
-        events: tx,
-    };
+    p.logprobs = None;
+    let job = p.take_job(tx);
     if let Err(e) = st.worker.submit(job) {
         return fail(StatusCode::SERVICE_UNAVAILABLE, e, None);
     }
