@@ -2,7 +2,7 @@
 """The server as the official `openai` Python SDK sees it (run by tools/openai_check against
 `serve` on the tiny default model; every check fails if the parameter were ignored).
 
-    python tools/openai_client_check.py http://127.0.0.1:PORT/v1
+    python tools/openai_client_check.py BASE_URL   (the server address with /v1)
 """
 import json
 import sys
