@@ -462,6 +462,9 @@ fn structured_output_follows_the_schema() {
         json!({ "type": "json_schema" }),
         json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": { "type": 7 } } }),
         json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": [1] } }),
+        // Compiles, but allows no text at all: refused up front, not a 500 mid-answer.
+        json!({ "type": "json_schema", "json_schema": { "name": "x",
+                "schema": { "$ref": "#/$defs/a", "$defs": { "a": { "$ref": "#/$defs/a" } } } } }),
         json!("json"),
     ] {
         let body = json!({ "messages": [{ "role": "user", "content": "Hi" }], "response_format": bad });

@@ -148,7 +148,14 @@ impl GrammarCompiler {
             Grammar::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
         };
         let parser = self.factory.create_parser(top).map_err(|e| bad(format!("{e:#}")))?;
-        let matcher = Matcher::new(Ok(parser));
+        let mut matcher = Matcher::new(Ok(parser));
+        // The first mask, once: a grammar that compiles but allows nothing (a schema that
+        // only refers to itself) is a bad request here, not a failure mid-answer.
+        if let Err(e) = matcher.compute_mask() {
+            let first = format!("{e:#}");
+            let first = first.lines().next().unwrap_or_default();
+            return Err(bad(format!("the grammar cannot produce any text ({first})")));
+        }
         if let Some(e) = matcher.get_error() {
             return Err(bad(e));
         }
