@@ -47,9 +47,9 @@ pub struct GenerationStats {
     pub decode_seconds: f64,
     /// Why it stopped.
     pub stop: StopReason,
-    /// Speculation: tokens drafted, and how many of them were kept.
+    /// Speculation: tokens drafted.
     pub drafted: usize,
-    /// Drafted tokens that greedy decoding confirmed.
+    /// Drafted tokens the sampler kept.
     pub accepted: usize,
 }
 
@@ -313,23 +313,26 @@ pub fn generate_observed(
         // Row i predicts the token after feed[i]: keep drafts while the sampler's own
         // distribution accepts them (greedy: while they are the argmax), then the token it
         // draws instead.
-        let mut seen = history.clone();
+        // The kept drafts join the history while later rows are verified, and leave it again:
+        // they are emitted (and pushed for good) with the others below.
+        let mark = history.len();
         let mut kept = 0;
         for (i, row) in rows.chunks_exact(vocab).enumerate() {
             let Some(&draft) = drafts.get(i) else {
                 // Every draft kept: the last row gives one more token.
-                let t = sampler.next(row, &seen)?;
+                let t = sampler.next(row, &history)?;
                 decided.push_back((t, row.to_vec()));
                 break;
             };
-            let (t, keep) = sampler.verify_draft(row, &seen, draft);
+            let (t, keep) = sampler.verify_draft(row, &history, draft);
             decided.push_back((t, row.to_vec()));
             if !keep {
                 break;
             }
-            seen.push(t);
+            history.push(t);
             kept += 1;
         }
+        history.truncate(mark);
         gate.record(kept);
         drafted += drafts.len();
         accepted += kept;

@@ -217,7 +217,13 @@ struct Prepared {
 // A Response is large, and returning it by value on the (rare) error path costs nothing
 // that matters next to tokenizing the prompt.
 #[allow(clippy::result_large_err)]
-async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepared, Response> {
+/// `tool_req`: a chat request's tools, parsed once by the caller (which rendered them).
+async fn prepare(
+    st: &Arc<AppState>,
+    input: Input,
+    c: &Common,
+    tool_req: Option<ToolRequest>,
+) -> Result<Prepared, Response> {
     let bad = |m: String| fail(StatusCode::BAD_REQUEST, m, Some("invalid_value"));
     if let Some(m) = c.model.as_deref().filter(|m| *m != st.model_id) {
         return Err(model_not_found(m));
@@ -246,8 +252,7 @@ async fn prepare(st: &Arc<AppState>, input: Input, c: &Common) -> Result<Prepare
     let chat = matches!(input, Input::Chat(_));
     let logprobs = logprobs(c, chat).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
     let format = response_format(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
-    let tool_req = tools(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
-    if !chat && tool_req.is_some() {
+    if !chat && tools(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?.is_some() {
         return Err(bad("tools and tool_choice are chat parameters".into()));
     }
     let forced = tool_req.as_ref().and_then(ToolRequest::grammar);
@@ -373,7 +378,7 @@ async fn prepare_chat(st: &Arc<AppState>, body: &ChatRequest) -> Result<Prepared
     };
     let raw_tools = tool_req.as_ref().map_or(&[][..], |t| &t.raw[..]);
     let prompt = st.format.prompt_with_tools(&messages, raw_tools, think);
-    let mut p = prepare(st, Input::Chat(prompt), &body.common).await?;
+    let mut p = prepare(st, Input::Chat(prompt), &body.common, tool_req).await?;
     p.separate_reasoning = reasoning == ReasoningFormat::Separate;
     Ok(p)
 }
@@ -388,7 +393,7 @@ async fn completions(State(st): State<Arc<AppState>>, req: Request) -> Response 
         Value::Array(a) if a.len() == 1 && a[0].is_string() => a[0].as_str().unwrap_or_default().to_string(),
         _ => return fail(StatusCode::BAD_REQUEST, "prompt must be a string (or an array of one string)", None),
     };
-    let p = match prepare(&st, Input::Raw(text), &body.common).await {
+    let p = match prepare(&st, Input::Raw(text), &body.common, None).await {
         Ok(p) => p,
         Err(r) => return r,
     };
