@@ -35,6 +35,14 @@ pub fn open_with(path: &Path, resident: bool, expert_budget: Option<usize>) -> R
     load(ModelFile::open_with(path, ARCHITECTURES, resident)?, expert_budget)
 }
 
+/// The memory report's note on weights repacked for this CPU at load, if any.
+fn repacked_note(file: &ModelFile) -> String {
+    match file.repacked_bytes() {
+        0 => String::new(),
+        b => format!(", {:.1} MiB of weights repacked for this CPU", b as f64 / (1 << 20) as f64),
+    }
+}
+
 /// Builds the model of an opened file (one of [`ARCHITECTURES`]).
 pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     let header = file.gguf.header().clone();
@@ -45,8 +53,14 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
             format!(", {} of {} experts + {} shared ({:?} routing)", m.used, m.experts, m.shared, m.gating)
         });
         let summary = format!(
-            "deepseek2, {} layers, hidden {}, {} heads, MLA latent {}+{}{experts}, vocab {}",
-            c.layers, c.hidden, c.heads, c.kv_lora, c.qk_rope, c.vocab
+            "deepseek2, {} layers, hidden {}, {} heads, MLA latent {}+{}{experts}, vocab {}{}",
+            c.layers,
+            c.hidden,
+            c.heads,
+            c.kv_lora,
+            c.qk_rope,
+            c.vocab,
+            repacked_note(&file)
         );
         return Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary });
     }
@@ -54,8 +68,14 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     let c = &model.config;
     let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
     let summary = format!(
-        "{}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}",
-        file.arch, c.layers, c.hidden, c.heads, c.kv_heads, c.vocab
+        "{}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}{}",
+        file.arch,
+        c.layers,
+        c.hidden,
+        c.heads,
+        c.kv_heads,
+        c.vocab,
+        repacked_note(&file)
     );
     Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary })
 }

@@ -25,6 +25,9 @@ pub struct ModelFile {
     pub gguf: std::sync::Arc<GgufFile>,
     /// The architecture name, e.g. `qwen3`.
     pub arch: String,
+    /// Bytes of weights repacked for this CPU so far ([`ModelFile::matrix`]): memory the
+    /// model holds of its own, next to the file's pages.
+    repacked: std::sync::atomic::AtomicUsize,
 }
 
 impl ModelFile {
@@ -54,7 +57,7 @@ impl ModelFile {
                 msg: format!("architecture `{arch}` is not supported here (expected one of {accepted:?})"),
             });
         }
-        Ok(ModelFile { gguf: std::sync::Arc::new(gguf), arch })
+        Ok(ModelFile { gguf: std::sync::Arc::new(gguf), arch, repacked: Default::default() })
     }
 
     /// A shared handle on the mapped file.
@@ -119,7 +122,9 @@ impl ModelFile {
         self.gguf.tensor_info(name).is_ok()
     }
 
-    /// The `[rows, cols]` matrix `name` (GGUF lists it as `[cols, rows]`), kept in its format.
+    /// The `[rows, cols]` matrix `name` (GGUF lists it as `[cols, rows]`), kept in its format,
+    /// in the layout the backend wants for this CPU ([`QWeight::prepared`]: a repacked copy, or
+    /// the file's bytes).
     pub fn matrix<O: Axis, I: Axis>(&self, name: &str, rows: usize, cols: usize) -> Result<QWeight<O, I>> {
         let t = self.gguf.tensor_info(name)?;
         if t.shape() != [rows, cols] {
@@ -128,8 +133,17 @@ impl ModelFile {
                 msg: format!("tensor `{name}` has shape {:?}, the config needs [{rows}, {cols}]", t.shape()),
             });
         }
-        QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
-            .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })
+        let w = QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
+            .and_then(QWeight::prepared)
+            .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })?;
+        self.repacked.fetch_add(w.resident_bytes(), std::sync::atomic::Ordering::Relaxed);
+        Ok(w)
+    }
+
+    /// Bytes of weights [`ModelFile::matrix`] repacked into this CPU's layouts so far (the
+    /// model's own memory on top of the file's pages, which it then no longer reads).
+    pub fn repacked_bytes(&self) -> usize {
+        self.repacked.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The stack of `n` matrices `[n, rows, cols]` named `name` (MoE experts), as one

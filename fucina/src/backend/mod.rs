@@ -5,6 +5,7 @@
 //! suite holds native to scalar. Kernels get validated sizes from the exec layer.
 
 pub mod fdot;
+pub mod interleave;
 pub mod native;
 pub mod qdot;
 pub mod qdot_k;
@@ -382,6 +383,13 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
     /// The whole weight decoded to f32 (`out [rows, cols]`).
     fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
+    /// The layout this backend wants a `[rows, cols]` weight of `format` repacked into at
+    /// load ([`interleave`]), or `format` itself to keep the file's rows. The choice is the
+    /// backend's (per CPU at run time); every backend computes every layout.
+    fn weight_layout(&self, format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
+        let _ = (rows, cols);
+        format
+    }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {
         for (i, v) in out.iter_mut().enumerate() {

@@ -41,6 +41,11 @@ pub enum WeightFormat {
     Q4_0,
     /// A 256-value K-quant.
     K(KFormat),
+    /// Q4_K with super-blocks of sixteen rows interleaved ([`super::interleave`]): the
+    /// layout a backend may ask for at load ([`super::Kernels::weight_layout`]). Products take
+    /// the integer path at every batch size; a row's bytes, gathered
+    /// ([`WeightMat::gather_row`]), are its Q4_K bytes.
+    Q4KX16,
 }
 
 impl WeightFormat {
@@ -49,7 +54,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Float(_) => 1,
             WeightFormat::Q8_0 | WeightFormat::Q4_0 => 32,
-            WeightFormat::K(_) => QK_K,
+            WeightFormat::K(_) | WeightFormat::Q4KX16 => QK_K,
         }
     }
 
@@ -60,6 +65,16 @@ impl WeightFormat {
             WeightFormat::Q8_0 => Q8_0_BYTES,
             WeightFormat::Q4_0 => qdot::Q4_0_BYTES,
             WeightFormat::K(f) => f.block_bytes(),
+            WeightFormat::Q4KX16 => KFormat::Q4K.block_bytes(),
+        }
+    }
+
+    /// The format of one row's bytes as [`WeightMat::gather_row`] returns them: the format
+    /// itself, or the plain format of an interleaved layout.
+    pub fn plain(self) -> WeightFormat {
+        match self {
+            WeightFormat::Q4KX16 => WeightFormat::K(KFormat::Q4K),
+            f => f,
         }
     }
 
@@ -77,7 +92,10 @@ impl WeightFormat {
     pub fn takes_bf16(self, m: usize, k: usize) -> bool {
         m >= BF16_BATCH
             && k.is_multiple_of(32)
-            && !matches!(self, WeightFormat::Float(FloatRow::F32) | WeightFormat::Float(FloatRow::F16))
+            && !matches!(
+                self,
+                WeightFormat::Float(FloatRow::F32) | WeightFormat::Float(FloatRow::F16) | WeightFormat::Q4KX16
+            )
             && super::native::has_bf16_dot()
     }
 
@@ -105,10 +123,23 @@ pub struct WeightMat<'a> {
 }
 
 impl WeightMat<'_> {
-    /// The bytes of row `j`.
+    /// The bytes of row `j` of a row-major format (an interleaved layout's rows are not
+    /// contiguous: [`WeightMat::gather_row`] collects them).
     pub fn row(&self, j: usize) -> &[u8] {
+        debug_assert!(self.format != WeightFormat::Q4KX16, "WeightMat::row of an interleaved layout");
         let rb = self.format.row_bytes(self.cols);
         &self.data[j * rb..(j + 1) * rb]
+    }
+
+    /// The bytes of row `j` in the plain format ([`WeightFormat::plain`]): borrowed for a
+    /// row-major format, gathered into `buf` for an interleaved one.
+    pub fn gather_row<'s>(&'s self, j: usize, buf: &'s mut Vec<u8>) -> &'s [u8] {
+        if self.format == WeightFormat::Q4KX16 {
+            buf.resize(self.format.row_bytes(self.cols), 0);
+            super::interleave::gather_row_q4k(self.data, self.cols, j, buf);
+            return buf;
+        }
+        self.row(j)
     }
 
     /// Panics unless the sizes agree (a caller bug, never input-dependent: `QWeight` checks).
@@ -116,6 +147,7 @@ impl WeightMat<'_> {
         assert!(
             self.cols.is_multiple_of(self.format.block())
                 && self.data.len() == self.rows * self.format.row_bytes(self.cols)
+                && (self.format != WeightFormat::Q4KX16 || super::interleave::fits_x16(self.rows, self.cols))
                 && x.len() == m * self.cols
                 && y.len() == m * self.rows,
             "weight_matmul: sizes"
@@ -131,9 +163,9 @@ pub fn f32_to_bf16_bits(x: f32) -> u16 {
 }
 
 /// Decodes one row of `format` (`out.len()` values) to f32: the specification every faster
-/// decoder matches.
+/// decoder matches. A row of an interleaved layout comes as its gathered plain bytes.
 pub fn decode_row(format: WeightFormat, src: &[u8], out: &mut [f32]) {
-    match format {
+    match format.plain() {
         WeightFormat::Float(f) => fdot::decode_row(f, src, out),
         WeightFormat::Q8_0 => {
             for (b, o) in src.chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(32)) {
@@ -157,12 +189,13 @@ pub fn decode_row(format: WeightFormat, src: &[u8], out: &mut [f32]) {
                 qdot_k::unpack(f, b).values(o);
             }
         }
+        WeightFormat::Q4KX16 => unreachable!("plain() maps the interleaved layout to Q4_K"),
     }
 }
 
 /// Bytes of one quantized activation row for the integer path of `format`.
 pub fn activation_row_bytes(format: WeightFormat, k: usize) -> usize {
-    match format {
+    match format.plain() {
         WeightFormat::K(_) => k / QK_K * Q8_K_BYTES,
         _ => k / 32 * Q8_0_BYTES,
     }
@@ -173,16 +206,17 @@ pub fn activation_row_bytes(format: WeightFormat, k: usize) -> usize {
 pub fn quantize_activations(format: WeightFormat, x: &[f32], k: usize, out: &mut [u8]) {
     let a_row = activation_row_bytes(format, k);
     for (row, q) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(a_row.max(1))) {
-        match format {
+        match format.plain() {
             WeightFormat::K(_) => qdot_k::quantize_row_q8_k(row, q),
             _ => qdot::quantize_row_q8_0(row, q),
         }
     }
 }
 
-/// The scalar-spec integer dot of one weight row with one quantized activation row.
+/// The scalar-spec integer dot of one weight row (gathered, for an interleaved layout) with
+/// one quantized activation row.
 pub fn dot_integer_scalar(format: WeightFormat, w: &[u8], a: &[u8]) -> f32 {
-    match format {
+    match format.plain() {
         WeightFormat::K(f) => qdot_k::dot_k_q8_k_scalar(f, w, a),
         WeightFormat::Q4_0 => qdot::dot_q4_0_q8_0_scalar(w, a),
         _ => qdot::dot_q8_0_q8_0_scalar(w, a),
@@ -226,9 +260,11 @@ pub fn weight_matmul_scalar(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32
     let a_row = activation_row_bytes(w.format, k);
     let mut qa = vec![0u8; m * a_row];
     quantize_activations(w.format, x, k, &mut qa);
+    let mut buf = Vec::new();
     for j in 0..n {
+        let row = w.gather_row(j, &mut buf);
         for i in 0..m {
-            y[i * n + j] = dot_integer_scalar(w.format, w.row(j), &qa[i * a_row..(i + 1) * a_row]);
+            y[i * n + j] = dot_integer_scalar(w.format, row, &qa[i * a_row..(i + 1) * a_row]);
         }
     }
 }
@@ -236,7 +272,8 @@ pub fn weight_matmul_scalar(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32
 /// The scalar specification of decoding a whole weight matrix to f32 (`out [rows, cols]`).
 pub fn weight_decode_scalar(w: &WeightMat<'_>, out: &mut [f32]) {
     assert_eq!(out.len(), w.rows * w.cols, "weight_decode: sizes");
+    let mut buf = Vec::new();
     for (j, o) in out.chunks_exact_mut(w.cols.max(1)).enumerate().take(w.rows) {
-        decode_row(w.format, w.row(j), o);
+        decode_row(w.format, w.gather_row(j, &mut buf), o);
     }
 }

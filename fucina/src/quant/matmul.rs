@@ -22,6 +22,8 @@ pub use crate::backend::weights::BF16_BATCH;
 #[derive(Clone)]
 pub struct QWeight<O: Axis, I: Axis> {
     ty: GgmlType,
+    /// How the bytes are laid out: the type's rows, or a layout the backend repacked them into.
+    layout: WeightFormat,
     rows: usize,
     cols: usize,
     data: SharedBytes,
@@ -42,12 +44,12 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
 
     /// Wraps encoded rows held elsewhere (e.g. a memory-mapped model file) without copying.
     pub fn from_shared(ty: GgmlType, rows: usize, cols: usize, data: SharedBytes) -> Result<QWeight<O, I>> {
-        if weight_format(ty).is_none() {
+        let Some(layout) = weight_format(ty) else {
             return Err(FucinaError::InvalidArgument {
                 op: "QWeight",
                 msg: format!("{ty:?} has no matmul kernel (F32, F16, BF16, Q8_0, Q4_0 and Q2_K..Q6_K do)"),
             });
-        }
+        };
         let need = ty.bytes_for(cols)? * rows;
         if data.len() != need {
             return Err(FucinaError::InvalidArgument {
@@ -55,7 +57,63 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 msg: format!("{rows}x{cols} {ty:?} takes {need} bytes, got {}", data.len()),
             });
         }
-        Ok(QWeight { ty, rows, cols, data, _axes: PhantomData })
+        Ok(QWeight { ty, layout, rows, cols, data, _axes: PhantomData })
+    }
+
+    /// The weight in the layout the current backend wants for this CPU
+    /// ([`Kernels::weight_layout`](crate::backend::Kernels::weight_layout)): repacked into a
+    /// new buffer as large as the stored bytes (e.g. Q4_K with sixteen rows interleaved where
+    /// the AVX-512 VNNI kernels run), or `self` unchanged. The values and every product stay
+    /// those of the stored rows. A model loader calls it once per weight, at load.
+    ///
+    /// ```
+    /// use fucina::prelude::*;
+    /// use fucina::quant::{GgmlType, QWeight};
+    /// let w: Vec<f32> = (0..32 * 256).map(|i| ((i * 7) % 17) as f32 - 8.0).collect();
+    /// let w = Tensor::<axes![out, in]>::from_vec(w, &[32, 256])?;
+    /// let x: Vec<f32> = (0..2 * 256).map(|i| (i % 5) as f32 - 2.0).collect();
+    /// let x = Tensor::<axes![batch, in]>::from_vec(x, &[2, 256])?;
+    /// let q = QWeight::quantize(&w, GgmlType::Q4_K)?;
+    /// let p = q.clone().prepared()?;
+    /// // The same weight, whatever the layout: equal rows, equal products up to rounding.
+    /// assert_eq!(p.row_f32(5)?, q.row_f32(5)?);
+    /// let (a, b) = (q.forward(&x)?.to_f32_vec(), p.forward(&x)?.to_f32_vec());
+    /// assert!(a.iter().zip(&b).all(|(u, v)| (u - v).abs() <= 1e-4 * (1.0 + u.abs())));
+    /// # Ok::<(), fucina::FucinaError>(())
+    /// ```
+    pub fn prepared(self) -> Result<QWeight<O, I>> {
+        let want = ExecContext::current().run(0, |k| k.weight_layout(self.layout, self.rows, self.cols));
+        if want == self.layout {
+            return Ok(self);
+        }
+        let mut out = crate::storage::alloc::try_vec("a repacked weight", self.data.len(), 0u8)?;
+        match (self.layout, want) {
+            (WeightFormat::K(KFormat::Q4K), WeightFormat::Q4KX16) => {
+                crate::backend::interleave::interleave_q4k(self.rows, self.cols, &self.data, &mut out)
+            }
+            (have, want) => {
+                return Err(FucinaError::InvalidArgument {
+                    op: "QWeight::prepared",
+                    msg: format!("no repacking from {have:?} to {want:?}"),
+                })
+            }
+        }
+        Ok(QWeight { layout: want, data: SharedBytes::from_vec(out), ..self })
+    }
+
+    /// Whether the bytes were repacked into a backend's layout ([`QWeight::prepared`]).
+    pub fn is_repacked(&self) -> bool {
+        Some(self.layout) != weight_format(self.ty)
+    }
+
+    /// Bytes this weight holds in memory of its own (a repacked copy), as opposed to bytes it
+    /// borrows from a file mapping or a shared buffer: the stored bytes when repacked, else 0.
+    pub fn resident_bytes(&self) -> usize {
+        if self.is_repacked() {
+            self.data.len()
+        } else {
+            0
+        }
     }
 
     /// Quantizes an f32 tensor `[O, I]`.
@@ -79,7 +137,8 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         self.cols
     }
 
-    /// The stored bytes.
+    /// The stored bytes, in the type's row-major layout unless [`QWeight::prepared`]
+    /// repacked them ([`QWeight::is_repacked`]).
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -89,8 +148,9 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         if r >= self.rows {
             return Err(FucinaError::OutOfRange { axis: O::NAME.to_string(), index: r, size: self.rows });
         }
-        let rb = self.ty.bytes_for(self.cols)?;
-        super::dequantize(self.ty, &self.data[r * rb..(r + 1) * rb], self.cols)
+        let mut buf = Vec::new();
+        let w = self.mat();
+        super::dequantize(self.ty, w.gather_row(r, &mut buf), self.cols)
     }
 
     /// Gathers rows by index (an embedding lookup): `ids [X]` gives `[X, I]`; an id out of
@@ -114,9 +174,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
 
     /// The weight as the backend's product kernels see it.
     fn mat(&self) -> WeightMat<'_> {
-        // `from_shared` accepted only types with a weight format.
-        let format = weight_format(self.ty).unwrap_or(WeightFormat::Float(FloatRow::F32));
-        WeightMat { format, rows: self.rows, cols: self.cols, data: &self.data }
+        WeightMat { format: self.layout, rows: self.rows, cols: self.cols, data: &self.data }
     }
 
     /// `x W^T`: contracts the `I` axis of `x [B, I]` with the weight, giving `[B, O]`. The

@@ -10,6 +10,7 @@ mod frames;
 pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
 mod kgemm;
+mod q4k_x16;
 pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
 mod reduce;
 mod rowgemm;
@@ -218,6 +219,10 @@ impl Kernels for Native {
 
     fn weight_decode(&self, w: &super::WeightMat<'_>, out: &mut [f32]) {
         weights::weight_decode(w, out)
+    }
+
+    fn weight_layout(&self, format: super::WeightFormat, rows: usize, cols: usize) -> super::WeightFormat {
+        weights::weight_layout(format, rows, cols)
     }
 
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {

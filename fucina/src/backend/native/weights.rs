@@ -40,6 +40,9 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
+    if w.format == WeightFormat::Q4KX16 {
+        return super::q4k_x16::matmul(w, x, m, y, may_split(m * n * k, 1 << 17));
+    }
     if w.format.takes_bf16(m, k) {
         return bf16_path(w, x, m, y);
     }
@@ -252,11 +255,27 @@ fn pack_weight_panel(w: &WeightMat<'_>, pc: usize, kc: usize, j0: usize, panel: 
 pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     assert_eq!(out.len(), w.rows * w.cols, "weight_decode: sizes");
     let k = w.cols.max(1);
-    let one = |(j, o): (usize, &mut [f32])| decode_row(w.format, w.row(j), o);
+    let one = |buf: &mut Vec<u8>, (j, o): (usize, &mut [f32])| decode_row(w.format, w.gather_row(j, buf), o);
     if may_split(out.len(), 1 << 16) {
-        out.par_chunks_mut(k).enumerate().for_each(one);
+        out.par_chunks_mut(k).enumerate().for_each_init(Vec::new, one);
     } else {
-        out.chunks_mut(k).enumerate().for_each(one);
+        let mut buf = Vec::new();
+        out.chunks_mut(k).enumerate().for_each(|jo| one(&mut buf, jo));
+    }
+}
+
+/// The layout a weight is repacked into at load on this CPU: Q4_K matrices whose rows come
+/// in groups of sixteen take the interleaved layout where the AVX-512 VNNI kernels run
+/// ([`super::q4k_x16`]); everything else keeps the file's rows.
+pub fn weight_layout(format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
+    let x16 = format == WeightFormat::K(KFormat::Q4K)
+        && crate::backend::interleave::fits_x16(rows, cols)
+        && super::simd::has_avx512_int()
+        && std::env::var_os("FUCINA_NO_REPACK").is_none();
+    if x16 {
+        WeightFormat::Q4KX16
+    } else {
+        format
     }
 }
 
