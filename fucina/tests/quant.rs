@@ -281,46 +281,52 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
     }
 }
 
-/// Q4_K weights repacked with sixteen rows interleaved (`backend::interleave`): decoding gives
-/// the plain rows' values exactly, the scalar spec of a product is the plain rows' integer
-/// path bit for bit, and the native kernels (AVX-512 VNNI where present, the gathered row
-/// kernels elsewhere) match the spec over odd shapes and batch sizes, on one thread and two.
-/// The backends' layout choice is checked too: the scalar backend keeps the file's rows.
+/// Q4_K and Q8_0 weights repacked with sixteen rows interleaved (`backend::interleave`):
+/// decoding gives the plain rows' values exactly, the scalar spec of a product is the plain
+/// rows' integer path bit for bit, and the native kernels (AVX-512 VNNI where present, the
+/// gathered row kernels elsewhere) match the spec over odd shapes and batch sizes, on one
+/// thread and two. The backends' layout choice is checked too: the scalar backend keeps the
+/// file's rows, and only whole groups of sixteen rows are repacked.
 #[test]
-fn interleaved_q4k_matches_the_plain_rows() {
-    use fucina::backend::interleave::{fits_x16, interleave_q4k};
+fn interleaved_layouts_match_the_plain_rows() {
+    use fucina::backend::interleave::{interleave, Interleaved};
     use fucina::backend::qdot_k::KFormat;
     use fucina::backend::{BackendKind, WeightFormat, WeightMat};
     let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
-    let plain = WeightFormat::K(KFormat::Q4K);
-    assert_eq!(scalar.weight_layout(plain, 32, 256), plain);
-    let chosen = native.weight_layout(plain, 32, 256);
-    assert!(chosen == plain || chosen == WeightFormat::Q4KX16);
-    assert_eq!(native.weight_layout(plain, 24, 256), plain, "24 rows are not whole groups");
-    assert!(!fits_x16(24, 256) && !fits_x16(32, 100) && fits_x16(48, 768));
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
-    for (n, k) in [(16, 256), (48, 768), (160, 512)] {
-        let wf: Vec<f32> = (0..n * k).map(|i| val(3, i) * (1.0 + (i % 29) as f32)).collect();
-        let data = fucina::quant::quantize(GgmlType::Q4_K, &wf).unwrap();
-        let mut packed = vec![0u8; data.len()];
-        interleave_q4k(n, k, &data, &mut packed);
-        let rows = WeightMat { format: plain, rows: n, cols: k, data: &data };
-        let x16 = WeightMat { format: WeightFormat::Q4KX16, rows: n, cols: k, data: &packed };
-        let (mut d0, mut d1, mut d2) = (vec![0.0; n * k], vec![0.0; n * k], vec![0.0; n * k]);
-        scalar.weight_decode(&rows, &mut d0);
-        scalar.weight_decode(&x16, &mut d1);
-        pool.install(|| native.weight_decode(&x16, &mut d2));
-        assert!(d0 == d1 && d0 == d2, "{n}x{k}: decoded values differ");
-        for m in [1, 2, 3, 4, 5, 7, 8, 9, 17, 33] {
-            let x: Vec<f32> = (0..m * k).map(|i| val(m, i)).collect();
-            if !plain.takes_bf16(m, k) {
-                let (mut a, mut b) = (vec![0.0; m * n], vec![0.0; m * n]);
-                scalar.weight_matmul(&rows, &x, m, &mut a);
-                scalar.weight_matmul(&x16, &x, m, &mut b);
-                assert!(a == b, "{n}x{k} m={m}: the spec differs between layouts");
+    let cases = [
+        (Interleaved::Q4K, WeightFormat::K(KFormat::Q4K), WeightFormat::Q4KX16, GgmlType::Q4_K),
+        (Interleaved::Q8_0, WeightFormat::Q8_0, WeightFormat::Q8_0X16, GgmlType::Q8_0),
+    ];
+    for (f, plain, packed_format, ty) in cases {
+        assert_eq!(scalar.weight_layout(plain, 32, 256), plain);
+        let chosen = native.weight_layout(plain, 32, 256);
+        assert!(chosen == plain || chosen == packed_format, "{chosen:?}");
+        assert_eq!(native.weight_layout(plain, 24, 256), plain, "24 rows are not whole groups");
+        assert!(!f.fits(24, 256) && !f.fits(32, 100) && f.fits(48, 768));
+        for (n, k) in [(16, 256), (48, 768), (160, 512)] {
+            let wf: Vec<f32> = (0..n * k).map(|i| val(3, i) * (1.0 + (i % 29) as f32)).collect();
+            let data = fucina::quant::quantize(ty, &wf).unwrap();
+            let mut packed = vec![0u8; data.len()];
+            interleave(f, n, k, &data, &mut packed);
+            let rows = WeightMat { format: plain, rows: n, cols: k, data: &data };
+            let x16 = WeightMat { format: packed_format, rows: n, cols: k, data: &packed };
+            let (mut d0, mut d1, mut d2) = (vec![0.0; n * k], vec![0.0; n * k], vec![0.0; n * k]);
+            scalar.weight_decode(&rows, &mut d0);
+            scalar.weight_decode(&x16, &mut d1);
+            pool.install(|| native.weight_decode(&x16, &mut d2));
+            assert!(d0 == d1 && d0 == d2, "{f:?} {n}x{k}: decoded values differ");
+            for m in [1, 2, 3, 4, 5, 7, 8, 9, 17, 33] {
+                let x: Vec<f32> = (0..m * k).map(|i| val(m, i)).collect();
+                if !plain.takes_bf16(m, k) && !plain.takes_f32(m, k) {
+                    let (mut a, mut b) = (vec![0.0; m * n], vec![0.0; m * n]);
+                    scalar.weight_matmul(&rows, &x, m, &mut a);
+                    scalar.weight_matmul(&x16, &x, m, &mut b);
+                    assert!(a == b, "{f:?} {n}x{k} m={m}: the spec differs between layouts");
+                }
+                check_weight_product(&x16, &d0, m, m, &pool);
             }
-            check_weight_product(&x16, &d0, m, m, &pool);
         }
     }
 }

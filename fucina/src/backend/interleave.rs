@@ -1,24 +1,27 @@
-//! Weight layouts repacked at load for the machine: [`WeightFormat::Q4KX16`], Q4_K
-//! super-blocks of sixteen rows interleaved so that one 64-byte load feeds sixteen rows'
-//! integer dot products at once and the per-row scale work is shared.
+//! Weight layouts repacked at load for the machine: blocks of sixteen rows interleaved so
+//! that one 64-byte load feeds sixteen rows' integer dot products at once and the per-row
+//! scale work is shared. Two layouts exist, each exactly as large as the file's rows:
 //!
-//! A Q4_K matrix whose row count is a multiple of [`X16`] is cut into groups of sixteen
-//! rows; each group is stored as its super-blocks in order, and super-block `b` of a group is
-//! 2304 bytes (sixteen Q4_K blocks' worth, so the repacked matrix is exactly as large as the
-//! file's):
+//! - [`WeightFormat::Q4KX16`](super::WeightFormat::Q4KX16): Q4_K. Super-block `b` of a group
+//!   of sixteen rows is 2304 bytes:
 //!
-//! | bytes | content |
-//! | --- | --- |
-//! | `0..32` | `d` of rows 0..16 (f16) |
-//! | `32..64` | `dmin` of rows 0..16 (f16) |
-//! | `64..256` | the twelve packed scale bytes, transposed: byte `i` of row `r` at `64 + 16 i + r` |
-//! | `256..2304` | the nibbles: for chunk `c` (32 bytes of a row: sub-blocks `2c` low, `2c + 1` high) and step `t` (4 bytes), row `r`'s bytes `32c + 4t .. 32c + 4t + 4` at `256 + 64 (8c + t) + 4r` |
+//!   | bytes | content |
+//!   | --- | --- |
+//!   | `0..32` | `d` of rows 0..16 (f16) |
+//!   | `32..64` | `dmin` of rows 0..16 (f16) |
+//!   | `64..256` | the twelve packed scale bytes, transposed: byte `i` of row `r` at `64 + 16 i + r` |
+//!   | `256..2304` | the nibbles: for chunk `c` (32 bytes of a row: sub-blocks `2c` low, `2c + 1` high) and step `t` (4 bytes), row `r`'s bytes `32c + 4t .. 32c + 4t + 4` at `256 + 64 (8c + t) + 4r` |
 //!
-//! The values and the products are those of the Q4_K rows (the integer path of
-//! [`super::weights`], with Q8_K activations, at every batch size); only where the bytes lie
-//! differs. [`interleave_q4k`] and [`gather_row_q4k`] convert, the scalar spec reads the
-//! gathered rows.
+//! - [`WeightFormat::Q8_0X16`](super::WeightFormat::Q8_0X16): Q8_0. Block `b` (32 values) of a
+//!   group is 544 bytes: `d` of rows 0..16 (f16) at `0..32`, then for step `t` (4 values) row
+//!   `r`'s four int8 at `32 + 64 t + 4 r`.
+//!
+//! A matrix is cut into groups of sixteen rows, each stored as its blocks in order. The
+//! values and the products are those of the plain rows (the integer path of
+//! [`super::weights`] at every batch size); only where the bytes lie differs.
+//! [`interleave`] and [`gather_row`] convert, and the scalar spec reads the gathered rows.
 
+use super::qdot::Q8_0_BYTES;
 use super::qdot_k::QK_K;
 
 /// Rows per interleaved group.
@@ -27,65 +30,111 @@ pub const X16: usize = 16;
 /// Bytes of one Q4_K super-block.
 const Q4K_BYTES: usize = 144;
 
-/// Offset of the transposed scale bytes in an interleaved super-block.
+/// Offset of the transposed scale bytes in an interleaved Q4_K super-block.
 pub const X16_SCALES: usize = 64;
 
-/// Offset of the nibbles in an interleaved super-block.
+/// Offset of the nibbles in an interleaved Q4_K super-block.
 pub const X16_QS: usize = 256;
 
-/// Bytes of one interleaved super-block (sixteen rows).
+/// Bytes of one interleaved Q4_K super-block (sixteen rows).
 pub const X16_BLOCK: usize = X16 * Q4K_BYTES;
 
-/// Whether a `[rows, cols]` Q4_K matrix can take the interleaved layout.
-pub fn fits_x16(rows: usize, cols: usize) -> bool {
-    rows > 0 && rows.is_multiple_of(X16) && cols > 0 && cols.is_multiple_of(QK_K)
+/// Bytes of one interleaved Q8_0 block (sixteen rows).
+pub const X16_Q8_BLOCK: usize = X16 * Q8_0_BYTES;
+
+/// The plain block formats that have an interleaved layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interleaved {
+    /// Q4_K ([`super::WeightFormat::Q4KX16`]).
+    Q4K,
+    /// Q8_0 ([`super::WeightFormat::Q8_0X16`]).
+    Q8_0,
 }
 
-/// Where byte `i` of row `r`'s Q4_K super-block lies inside the interleaved super-block.
-fn x16_offset(r: usize, i: usize) -> usize {
-    match i {
-        0..2 => 2 * r + i,
-        2..4 => 32 + 2 * r + (i - 2),
-        4..16 => X16_SCALES + X16 * (i - 4) + r,
-        _ => {
-            let q = i - 16;
-            let (c, t, byte) = (q / 32, (q % 32) / 4, q % 4);
-            X16_QS + 64 * (8 * c + t) + 4 * r + byte
+impl Interleaved {
+    /// Values per block of one row.
+    pub fn block(self) -> usize {
+        match self {
+            Interleaved::Q4K => QK_K,
+            Interleaved::Q8_0 => 32,
+        }
+    }
+
+    /// Bytes per block of one row.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            Interleaved::Q4K => Q4K_BYTES,
+            Interleaved::Q8_0 => Q8_0_BYTES,
+        }
+    }
+
+    /// Whether a `[rows, cols]` matrix can take this layout: whole groups of sixteen rows and
+    /// whole blocks.
+    pub fn fits(self, rows: usize, cols: usize) -> bool {
+        rows > 0 && rows.is_multiple_of(X16) && cols > 0 && cols.is_multiple_of(self.block())
+    }
+
+    /// Where byte `i` of row `r`'s block lies inside the interleaved block.
+    fn offset(self, r: usize, i: usize) -> usize {
+        match (self, i) {
+            (_, 0..2) => 2 * r + i,
+            (Interleaved::Q8_0, _) => {
+                let q = i - 2;
+                32 + 64 * (q / 4) + 4 * r + q % 4
+            }
+            (Interleaved::Q4K, 2..4) => 32 + 2 * r + (i - 2),
+            (Interleaved::Q4K, 4..16) => X16_SCALES + X16 * (i - 4) + r,
+            (Interleaved::Q4K, _) => {
+                let q = i - 16;
+                let (c, t, byte) = (q / 32, (q % 32) / 4, q % 4);
+                X16_QS + 64 * (8 * c + t) + 4 * r + byte
+            }
         }
     }
 }
 
-/// Repacks a row-major Q4_K matrix `[rows, cols]` (`src`, `rows * cols / 256 * 144` bytes)
-/// into the interleaved layout, into `out` of the same length. The caller checks
-/// [`fits_x16`] and the lengths.
-pub fn interleave_q4k(rows: usize, cols: usize, src: &[u8], out: &mut [u8]) {
-    let nb = cols / QK_K;
-    let row_bytes = nb * Q4K_BYTES;
-    assert!(fits_x16(rows, cols) && src.len() == rows * row_bytes && out.len() == src.len(), "interleave_q4k: sizes");
+/// Whether a `[rows, cols]` Q4_K matrix can take the interleaved layout.
+pub fn fits_x16(rows: usize, cols: usize) -> bool {
+    Interleaved::Q4K.fits(rows, cols)
+}
+
+/// Repacks a row-major matrix `[rows, cols]` of `f`'s blocks (`src`) into the interleaved
+/// layout, into `out` of the same length. Panics unless [`Interleaved::fits`] and the lengths
+/// agree (callers check).
+pub fn interleave(f: Interleaved, rows: usize, cols: usize, src: &[u8], out: &mut [u8]) {
+    let (nb, bb) = (cols / f.block(), f.block_bytes());
+    let row_bytes = nb * bb;
+    assert!(f.fits(rows, cols) && src.len() == rows * row_bytes && out.len() == src.len(), "interleave: sizes");
+    let offsets: Vec<usize> = (0..X16 * bb).map(|ri| f.offset(ri / bb, ri % bb)).collect();
     for g in 0..rows / X16 {
         for b in 0..nb {
-            let dst = &mut out[(g * nb + b) * X16_BLOCK..(g * nb + b + 1) * X16_BLOCK];
+            let dst = &mut out[(g * nb + b) * X16 * bb..(g * nb + b + 1) * X16 * bb];
             for r in 0..X16 {
                 let row = g * X16 + r;
-                let blk = &src[row * row_bytes + b * Q4K_BYTES..row * row_bytes + (b + 1) * Q4K_BYTES];
-                for (i, v) in blk.iter().enumerate() {
-                    dst[x16_offset(r, i)] = *v;
+                let blk = &src[row * row_bytes + b * bb..row * row_bytes + (b + 1) * bb];
+                for (v, o) in blk.iter().zip(&offsets[r * bb..(r + 1) * bb]) {
+                    dst[*o] = *v;
                 }
             }
         }
     }
 }
 
-/// Gathers row `j` of an interleaved matrix with `cols` columns back into its Q4_K bytes
-/// (`out`, `cols / 256 * 144` bytes).
-pub fn gather_row_q4k(data: &[u8], cols: usize, j: usize, out: &mut [u8]) {
-    let nb = cols / QK_K;
+/// Repacks a Q4_K matrix ([`interleave`] with [`Interleaved::Q4K`]).
+pub fn interleave_q4k(rows: usize, cols: usize, src: &[u8], out: &mut [u8]) {
+    interleave(Interleaved::Q4K, rows, cols, src, out)
+}
+
+/// Gathers row `j` of an interleaved matrix of `f`'s blocks with `cols` columns back into its
+/// plain bytes (`out`, `cols / block * block_bytes` bytes).
+pub fn gather_row(f: Interleaved, data: &[u8], cols: usize, j: usize, out: &mut [u8]) {
+    let (nb, bb) = (cols / f.block(), f.block_bytes());
     let (g, r) = (j / X16, j % X16);
-    assert!(out.len() == nb * Q4K_BYTES && data.len() >= (g + 1) * nb * X16_BLOCK, "gather_row_q4k: sizes");
+    assert!(out.len() == nb * bb && data.len() >= (g + 1) * nb * X16 * bb, "gather_row: sizes");
     for b in 0..nb {
-        let blk = &data[(g * nb + b) * X16_BLOCK..(g * nb + b + 1) * X16_BLOCK];
-        for (i, o) in out[b * Q4K_BYTES..(b + 1) * Q4K_BYTES].iter_mut().enumerate() {
-            *o = blk[x16_offset(r, i)];
+        let blk = &data[(g * nb + b) * X16 * bb..(g * nb + b + 1) * X16 * bb];
+        for (i, o) in out[b * bb..(b + 1) * bb].iter_mut().enumerate() {
+            *o = blk[f.offset(r, i)];
         }
     }
 }
@@ -94,30 +143,40 @@ pub fn gather_row_q4k(data: &[u8], cols: usize, j: usize, out: &mut [u8]) {
 mod tests {
     use super::*;
 
+    const BOTH: [Interleaved; 2] = [Interleaved::Q4K, Interleaved::Q8_0];
+
     #[test]
     fn offsets_cover_the_block_once() {
-        let mut seen = vec![false; X16_BLOCK];
-        for r in 0..X16 {
-            for i in 0..Q4K_BYTES {
-                let o = x16_offset(r, i);
-                assert!(!seen[o], "offset {o} twice");
-                seen[o] = true;
+        for f in BOTH {
+            let bb = f.block_bytes();
+            let mut seen = vec![false; X16 * bb];
+            for r in 0..X16 {
+                for i in 0..bb {
+                    let o = f.offset(r, i);
+                    assert!(!seen[o], "{f:?}: offset {o} twice");
+                    seen[o] = true;
+                }
             }
+            assert!(seen.iter().all(|s| *s), "{f:?}");
         }
-        assert!(seen.iter().all(|s| *s));
+        assert_eq!(Interleaved::Q4K.offset(3, 16 + 32 * 2 + 4 * 5 + 1), X16_QS + 64 * 21 + 13);
+        assert_eq!(Interleaved::Q8_0.offset(3, 2 + 4 * 5 + 1), 32 + 64 * 5 + 13);
     }
 
     #[test]
     fn gather_inverts_interleave() {
-        let (rows, cols) = (32, 512);
-        let src: Vec<u8> = (0..rows * cols / QK_K * Q4K_BYTES).map(|i| (i * 7 + i / 13) as u8).collect();
-        let mut packed = vec![0u8; src.len()];
-        interleave_q4k(rows, cols, &src, &mut packed);
-        assert_ne!(packed, src);
-        let mut row = vec![0u8; cols / QK_K * Q4K_BYTES];
-        for j in 0..rows {
-            gather_row_q4k(&packed, cols, j, &mut row);
-            assert_eq!(row, src[j * row.len()..(j + 1) * row.len()], "row {j}");
+        for f in BOTH {
+            let (rows, cols) = (32, 512);
+            let row_bytes = cols / f.block() * f.block_bytes();
+            let src: Vec<u8> = (0..rows * row_bytes).map(|i| (i * 7 + i / 13) as u8).collect();
+            let mut packed = vec![0u8; src.len()];
+            interleave(f, rows, cols, &src, &mut packed);
+            assert_ne!(packed, src);
+            let mut row = vec![0u8; row_bytes];
+            for j in 0..rows {
+                gather_row(f, &packed, cols, j, &mut row);
+                assert_eq!(row, src[j * row_bytes..(j + 1) * row_bytes], "{f:?} row {j}");
+            }
         }
     }
 }

@@ -19,6 +19,7 @@
 //! the native backend the same values with SIMD and threads, up to summation order.
 
 use super::fdot::{self, FloatRow};
+use super::interleave::Interleaved;
 use super::qdot::{self, Q8_0_BYTES};
 use super::qdot_k::{self, KFormat, Q8_K_BYTES, QK_K};
 use half::f16;
@@ -46,6 +47,8 @@ pub enum WeightFormat {
     /// the integer path at every batch size; a row's bytes, gathered
     /// ([`WeightMat::gather_row`]), are its Q4_K bytes.
     Q4KX16,
+    /// Q8_0 with blocks of sixteen rows interleaved, as [`WeightFormat::Q4KX16`] is for Q4_K.
+    Q8_0X16,
 }
 
 impl WeightFormat {
@@ -53,7 +56,7 @@ impl WeightFormat {
     pub fn block(self) -> usize {
         match self {
             WeightFormat::Float(_) => 1,
-            WeightFormat::Q8_0 | WeightFormat::Q4_0 => 32,
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q8_0X16 => 32,
             WeightFormat::K(_) | WeightFormat::Q4KX16 => QK_K,
         }
     }
@@ -62,10 +65,19 @@ impl WeightFormat {
     pub fn block_bytes(self) -> usize {
         match self {
             WeightFormat::Float(f) => f.width(),
-            WeightFormat::Q8_0 => Q8_0_BYTES,
+            WeightFormat::Q8_0 | WeightFormat::Q8_0X16 => Q8_0_BYTES,
             WeightFormat::Q4_0 => qdot::Q4_0_BYTES,
             WeightFormat::K(f) => f.block_bytes(),
             WeightFormat::Q4KX16 => KFormat::Q4K.block_bytes(),
+        }
+    }
+
+    /// The interleaved layout this format is, if it is one.
+    pub fn interleaved(self) -> Option<Interleaved> {
+        match self {
+            WeightFormat::Q4KX16 => Some(Interleaved::Q4K),
+            WeightFormat::Q8_0X16 => Some(Interleaved::Q8_0),
+            _ => None,
         }
     }
 
@@ -74,6 +86,7 @@ impl WeightFormat {
     pub fn plain(self) -> WeightFormat {
         match self {
             WeightFormat::Q4KX16 => WeightFormat::K(KFormat::Q4K),
+            WeightFormat::Q8_0X16 => WeightFormat::Q8_0,
             f => f,
         }
     }
@@ -94,7 +107,10 @@ impl WeightFormat {
             && k.is_multiple_of(32)
             && !matches!(
                 self,
-                WeightFormat::Float(FloatRow::F32) | WeightFormat::Float(FloatRow::F16) | WeightFormat::Q4KX16
+                WeightFormat::Float(FloatRow::F32)
+                    | WeightFormat::Float(FloatRow::F16)
+                    | WeightFormat::Q4KX16
+                    | WeightFormat::Q8_0X16
             )
             && super::native::has_bf16_dot()
     }
@@ -126,7 +142,7 @@ impl WeightMat<'_> {
     /// The bytes of row `j` of a row-major format (an interleaved layout's rows are not
     /// contiguous: [`WeightMat::gather_row`] collects them).
     pub fn row(&self, j: usize) -> &[u8] {
-        debug_assert!(self.format != WeightFormat::Q4KX16, "WeightMat::row of an interleaved layout");
+        debug_assert!(self.format.interleaved().is_none(), "WeightMat::row of an interleaved layout");
         let rb = self.format.row_bytes(self.cols);
         &self.data[j * rb..(j + 1) * rb]
     }
@@ -134,9 +150,9 @@ impl WeightMat<'_> {
     /// The bytes of row `j` in the plain format ([`WeightFormat::plain`]): borrowed for a
     /// row-major format, gathered into `buf` for an interleaved one.
     pub fn gather_row<'s>(&'s self, j: usize, buf: &'s mut Vec<u8>) -> &'s [u8] {
-        if self.format == WeightFormat::Q4KX16 {
+        if let Some(f) = self.format.interleaved() {
             buf.resize(self.format.row_bytes(self.cols), 0);
-            super::interleave::gather_row_q4k(self.data, self.cols, j, buf);
+            super::interleave::gather_row(f, self.data, self.cols, j, buf);
             return buf;
         }
         self.row(j)
@@ -147,7 +163,7 @@ impl WeightMat<'_> {
         assert!(
             self.cols.is_multiple_of(self.format.block())
                 && self.data.len() == self.rows * self.format.row_bytes(self.cols)
-                && (self.format != WeightFormat::Q4KX16 || super::interleave::fits_x16(self.rows, self.cols))
+                && self.format.interleaved().is_none_or(|f| f.fits(self.rows, self.cols))
                 && x.len() == m * self.cols
                 && y.len() == m * self.rows,
             "weight_matmul: sizes"
@@ -189,7 +205,9 @@ pub fn decode_row(format: WeightFormat, src: &[u8], out: &mut [f32]) {
                 qdot_k::unpack(f, b).values(o);
             }
         }
-        WeightFormat::Q4KX16 => unreachable!("plain() maps the interleaved layout to Q4_K"),
+        WeightFormat::Q4KX16 | WeightFormat::Q8_0X16 => {
+            unreachable!("plain() maps the interleaved layouts to their row formats")
+        }
     }
 }
 

@@ -87,15 +87,16 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             return Ok(self);
         }
         let mut out = crate::storage::alloc::try_vec("a repacked weight", self.data.len(), 0u8)?;
-        match (self.layout, want) {
-            (WeightFormat::K(KFormat::Q4K), WeightFormat::Q4KX16) => {
-                crate::backend::interleave::interleave_q4k(self.rows, self.cols, &self.data, &mut out)
+        match (want.interleaved(), want.plain() == self.layout) {
+            (Some(f), true) if f.fits(self.rows, self.cols) => {
+                crate::backend::interleave::interleave(f, self.rows, self.cols, &self.data, &mut out)
             }
-            (have, want) => {
+            _ => {
+                let have = self.layout;
                 return Err(FucinaError::InvalidArgument {
                     op: "QWeight::prepared",
                     msg: format!("no repacking from {have:?} to {want:?}"),
-                })
+                });
             }
         }
         Ok(QWeight { layout: want, data: SharedBytes::from_vec(out), ..self })

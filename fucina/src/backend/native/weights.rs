@@ -40,8 +40,8 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
-    if w.format == WeightFormat::Q4KX16 {
-        return super::q4k_x16::matmul(w, x, m, y, may_split(m * n * k, 1 << 17));
+    if w.format.interleaved().is_some() {
+        return super::interleaved::matmul(w, x, m, y, may_split(m * n * k, 1 << 17));
     }
     if w.format.takes_bf16(m, k) {
         return bf16_path(w, x, m, y);
@@ -264,16 +264,19 @@ pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     }
 }
 
-/// The layout a weight is repacked into at load on this CPU: Q4_K matrices whose rows come
-/// in groups of sixteen take the interleaved layout where the AVX-512 VNNI kernels run
-/// ([`super::q4k_x16`]); everything else keeps the file's rows.
+/// The layout a weight is repacked into at load on this CPU: Q4_K and Q8_0 matrices whose
+/// rows come in groups of sixteen take the interleaved layouts where the AVX-512 VNNI kernels
+/// run ([`super::interleaved`]), unless `FUCINA_NO_REPACK` is set; everything else keeps the
+/// file's rows.
 pub fn weight_layout(format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
-    let x16 = format == WeightFormat::K(KFormat::Q4K)
-        && crate::backend::interleave::fits_x16(rows, cols)
-        && super::simd::has_avx512_int()
-        && std::env::var_os("FUCINA_NO_REPACK").is_none();
-    if x16 {
-        WeightFormat::Q4KX16
+    use crate::backend::interleave::Interleaved;
+    let (f, to) = match format {
+        WeightFormat::K(KFormat::Q4K) => (Interleaved::Q4K, WeightFormat::Q4KX16),
+        WeightFormat::Q8_0 => (Interleaved::Q8_0, WeightFormat::Q8_0X16),
+        _ => return format,
+    };
+    if f.fits(rows, cols) && super::simd::has_avx512_int() && std::env::var_os("FUCINA_NO_REPACK").is_none() {
+        to
     } else {
         format
     }

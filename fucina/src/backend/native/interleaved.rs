@@ -1,37 +1,70 @@
-//! Products with Q4_K weights in the sixteen-row interleaved layout
-//! ([`crate::backend::interleave`]): one 64-byte load holds four nibble bytes of each of
-//! sixteen rows, so one `vpdpbusd` with the four matching activation bytes broadcast adds
-//! sixteen rows' partial dot products; the scales, minimums and f16 factors of sixteen rows
-//! are unpacked together, once per super-block, and shared by up to four activation rows.
+//! Products with weights in the sixteen-row interleaved layouts
+//! ([`crate::backend::interleave`]): one 64-byte load holds four bytes of each of sixteen
+//! rows, so one `vpdpbusd` with the four matching activation bytes broadcast adds sixteen
+//! rows' partial dot products. For Q4_K the scales, minimums and f16 factors of sixteen rows
+//! are unpacked together, once per super-block; for Q8_0 the signed weights are offset by 128
+//! (one `vpxord`) and the offset comes back out through the activation block's sum. Up to four
+//! activation rows share each weight load.
 //!
-//! The integer sums per super-block equal the scalar spec's exactly (Q8_K activations, the
-//! same `isum` and `msum`); only the f32 accumulation across super-blocks rounds
-//! differently.
+//! The integer sums per block equal the scalar spec's exactly (Q8_K or Q8_0 activations);
+//! only the f32 accumulation across blocks rounds differently.
 
-use super::super::interleave::{X16, X16_BLOCK, X16_QS, X16_SCALES};
+use super::super::interleave::{Interleaved, X16, X16_BLOCK, X16_Q8_BLOCK, X16_QS, X16_SCALES};
+use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
 use super::super::weights::{activation_row_bytes, quantize_activations, WeightMat};
 use super::simd::has_avx512_int;
 use rayon::prelude::*;
 
-/// `y [m, n] = x [m, k] W^T` for an interleaved Q4_K weight (`w.format` is
-/// [`crate::backend::WeightFormat::Q4KX16`]): groups of sixteen weight rows split over the pool.
+/// `y [m, n] = x [m, k] W^T` for an interleaved weight (`w.format.interleaved()` is some):
+/// groups of sixteen weight rows split over the pool.
 pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: bool) {
     let (n, k) = (w.rows, w.cols);
+    let Some(f) = w.format.interleaved() else {
+        panic!("interleaved::matmul: {:?} is not an interleaved layout", w.format)
+    };
     let a_row = activation_row_bytes(w.format, k);
     let mut qa = vec![0u8; m * a_row];
     quantize_activations(w.format, x, k, &mut qa);
+    // Q8_0: per activation block its scale and the sum of its int8 (the weights' offset of
+    // 128 times that sum comes back out of the integer dot).
+    let nb = k / f.block();
+    let (mut ad, mut asum) = (Vec::new(), Vec::new());
+    if f == Interleaved::Q8_0 {
+        for blk in qa.chunks_exact(Q8_0_BYTES) {
+            ad.push(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+            asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
+        }
+    }
+    let acts = Acts { qa: &qa, a_row, ad: &ad, asum: &asum, nb };
     let groups = n / X16;
     let per = if parallel { groups.div_ceil(8 * rayon::current_num_threads()).max(1) } else { groups };
     let out = Out(y.as_mut_ptr());
     let task = |t: usize| {
         let (g0, g1) = (t * per, ((t + 1) * per).min(groups));
-        fill_groups(w, &qa, a_row, m, g0, g1, &out);
+        fill_groups(f, w, &acts, m, g0, g1, &out);
     };
     if parallel {
         (0..groups.div_ceil(per)).into_par_iter().for_each(task);
     } else {
         (0..groups.div_ceil(per)).for_each(task);
+    }
+}
+
+/// The quantized activation rows of one product.
+struct Acts<'a> {
+    qa: &'a [u8],
+    a_row: usize,
+    /// Q8_0: each block's scale, `[m, nb]`.
+    ad: &'a [f32],
+    /// Q8_0: each block's sum of int8, `[m, nb]`.
+    asum: &'a [i32],
+    nb: usize,
+}
+
+impl Acts<'_> {
+    fn row(&self, i: usize) -> &[u8] {
+        &self.qa[i * self.a_row..(i + 1) * self.a_row]
     }
 }
 
@@ -43,10 +76,9 @@ struct Out(*mut f32);
 unsafe impl Sync for Out {}
 
 /// Fills the columns of groups `g0..g1` for every activation row.
-fn fill_groups(w: &WeightMat<'_>, qa: &[u8], a_row: usize, m: usize, g0: usize, g1: usize, out: &Out) {
-    let (n, k) = (w.rows, w.cols);
-    let gb = k / qdot_k::QK_K * X16_BLOCK;
-    let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
+fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0: usize, g1: usize, out: &Out) {
+    let n = w.rows;
+    let gb = acts.nb * X16 * f.block_bytes();
     let set = |i: usize, g: usize, v: &[f32; X16]| {
         for (r, x) in v.iter().enumerate() {
             // SAFETY: i < m and g * 16 + r < n; the group lies in this task's range.
@@ -55,6 +87,8 @@ fn fill_groups(w: &WeightMat<'_>, qa: &[u8], a_row: usize, m: usize, g0: usize, 
     };
     #[cfg(target_arch = "x86_64")]
     if has_avx512_int() {
+        let act = |i: usize| acts.row(i);
+        let q8 = |i: usize| (&acts.ad[i * acts.nb..(i + 1) * acts.nb], &acts.asum[i * acts.nb..(i + 1) * acts.nb]);
         for g in g0..g1 {
             let blocks = &w.data[g * gb..(g + 1) * gb];
             let mut i = 0;
@@ -62,14 +96,34 @@ fn fill_groups(w: &WeightMat<'_>, qa: &[u8], a_row: usize, m: usize, g0: usize, 
                 let r = (m - i).min(4);
                 let mut res = [[0.0f32; X16]; 4];
                 // SAFETY: has_avx512_int reports the features the kernels enable; `blocks`
-                // holds whole interleaved super-blocks and each activation row the matching
-                // Q8_K blocks.
+                // holds whole interleaved blocks and each activation row the matching Q8_K or
+                // Q8_0 blocks (with their scales and sums for Q8_0).
                 unsafe {
-                    match r {
-                        4 => avx512::dot_x16::<4>(blocks, [act(i), act(i + 1), act(i + 2), act(i + 3)], &mut res),
-                        3 => avx512::dot_x16::<3>(blocks, [act(i), act(i + 1), act(i + 2)], &mut res),
-                        2 => avx512::dot_x16::<2>(blocks, [act(i), act(i + 1)], &mut res),
-                        _ => avx512::dot_x16::<1>(blocks, [act(i)], &mut res),
+                    match (f, r) {
+                        (Interleaved::Q4K, 4) => {
+                            avx512::dot_q4k::<4>(blocks, [act(i), act(i + 1), act(i + 2), act(i + 3)], &mut res)
+                        }
+                        (Interleaved::Q4K, 3) => {
+                            avx512::dot_q4k::<3>(blocks, [act(i), act(i + 1), act(i + 2)], &mut res)
+                        }
+                        (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, [act(i), act(i + 1)], &mut res),
+                        (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, [act(i)], &mut res),
+                        (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(
+                            blocks,
+                            [act(i), act(i + 1), act(i + 2), act(i + 3)],
+                            [q8(i), q8(i + 1), q8(i + 2), q8(i + 3)],
+                            &mut res,
+                        ),
+                        (Interleaved::Q8_0, 3) => avx512::dot_q8_0::<3>(
+                            blocks,
+                            [act(i), act(i + 1), act(i + 2)],
+                            [q8(i), q8(i + 1), q8(i + 2)],
+                            &mut res,
+                        ),
+                        (Interleaved::Q8_0, 2) => {
+                            avx512::dot_q8_0::<2>(blocks, [act(i), act(i + 1)], [q8(i), q8(i + 1)], &mut res)
+                        }
+                        (Interleaved::Q8_0, _) => avx512::dot_q8_0::<1>(blocks, [act(i)], [q8(i)], &mut res),
                     }
                 }
                 for (d, v) in res.iter().take(r).enumerate() {
@@ -80,17 +134,20 @@ fn fill_groups(w: &WeightMat<'_>, qa: &[u8], a_row: usize, m: usize, g0: usize, 
         }
         return;
     }
-    // Elsewhere: each row gathered back to Q4_K and dotted by this CPU's row kernel.
-    let kern = qdot_k::row_kernel(qdot_k::KFormat::Q4K);
+    // Elsewhere: each row gathered back to its plain bytes and dotted by this CPU's row kernel.
+    let kern = match f {
+        Interleaved::Q4K => qdot_k::row_kernel(qdot_k::KFormat::Q4K),
+        Interleaved::Q8_0 => qdot::row_kernel(false),
+    };
     let mut buf = Vec::new();
     for g in g0..g1 {
         let mut cols = [0.0f32; X16];
         for i in 0..m {
             for (r, c) in cols.iter_mut().enumerate() {
                 let row = w.gather_row(g * X16 + r, &mut buf);
-                // SAFETY: the gathered row holds whole Q4_K blocks, the activation row the
-                // matching Q8_K blocks; the kernel was chosen for this CPU.
-                *c = unsafe { kern(row, act(i)) };
+                // SAFETY: the gathered row holds whole blocks of the plain format, the
+                // activation row the matching Q8_K/Q8_0 blocks; the kernel was chosen for this CPU.
+                *c = unsafe { kern(row, acts.row(i)) };
             }
             set(i, g, &cols);
         }
@@ -111,7 +168,7 @@ mod avx512 {
     // The per-activation-row register arrays are indexed from loops over two axes.
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    pub unsafe fn dot_x16<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
+    pub unsafe fn dot_q4k<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
         let m4 = _mm512_set1_epi8(0x0F);
         let m6 = _mm512_set1_epi8(63);
         let m30 = _mm512_set1_epi8(0x30);
@@ -191,6 +248,50 @@ mod avx512 {
                     let da = _mm512_set1_ps(f32::from_le_bytes([ab[r][0], ab[r][1], ab[r][2], ab[r][3]]));
                     acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[r]), acc[r]);
                     acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum[r]), acc[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            // SAFETY: 64 bytes are written into a 16-float row.
+            unsafe { _mm512_storeu_ps(res[r].as_mut_ptr(), acc[r]) };
+        }
+    }
+
+    /// Sixteen interleaved Q8_0 rows (`blocks`, whole blocks) times `R` Q8_0 rows (with each
+    /// block's scale and int8 sum in `q8[r]`), into `res[r][row]`.
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`], for interleaved Q8_0 blocks and Q8_0 activation rows.
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub unsafe fn dot_q8_0<const R: usize>(
+        blocks: &[u8],
+        a: [&[u8]; R],
+        q8: [(&[f32], &[i32]); R],
+        res: &mut [[f32; X16]; 4],
+    ) {
+        let flip = _mm512_set1_epi8(-128);
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (b, blk) in blocks.chunks_exact(X16_Q8_BLOCK).enumerate() {
+            // SAFETY (this block): the features are enabled; every load stays inside the
+            // interleaved block (32 + 64 t + 64 <= 544) or the activation block
+            // (2 + 4 t + 4 <= 34).
+            unsafe {
+                let p = blk.as_ptr();
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+                let mut s = [_mm512_setzero_si512(); R];
+                for t in 0..8 {
+                    // The weights plus 128, as unsigned bytes.
+                    let v = _mm512_xor_si512(_mm512_loadu_si512(p.add(32 + 64 * t) as *const __m512i), flip);
+                    for r in 0..R {
+                        let ap = a[r].as_ptr().add(b * Q8_0_BYTES + 2 + 4 * t);
+                        s[r] = _mm512_dpbusd_epi32(s[r], v, _mm512_set1_epi32((ap as *const i32).read_unaligned()));
+                    }
+                }
+                for r in 0..R {
+                    let (ad, asum) = q8[r];
+                    let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(128 * asum[b]));
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[b])), _mm512_cvtepi32_ps(si), acc[r]);
                 }
             }
         }
