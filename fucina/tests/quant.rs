@@ -281,7 +281,7 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
     }
 }
 
-/// Q4_K and Q8_0 weights repacked with sixteen rows interleaved (`backend::interleave`):
+/// Q4_K, Q6_K and Q8_0 weights repacked with sixteen rows interleaved (`backend::interleave`):
 /// decoding gives the plain rows' values exactly, the scalar spec of a product is the plain
 /// rows' integer path bit for bit, and the native kernels (AVX-512 VNNI where present, the
 /// gathered row kernels elsewhere) match the spec over odd shapes and batch sizes, on one
@@ -297,6 +297,7 @@ fn interleaved_layouts_match_the_plain_rows() {
     let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
     let cases = [
         (Interleaved::Q4K, WeightFormat::K(KFormat::Q4K), WeightFormat::Q4KX16, GgmlType::Q4_K),
+        (Interleaved::Q6K, WeightFormat::K(KFormat::Q6K), WeightFormat::Q6KX16, GgmlType::Q6_K),
         (Interleaved::Q8_0, WeightFormat::Q8_0, WeightFormat::Q8_0X16, GgmlType::Q8_0),
     ];
     for (f, plain, packed_format, ty) in cases {

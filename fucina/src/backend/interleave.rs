@@ -1,6 +1,6 @@
 //! Weight layouts repacked at load for the machine: blocks of sixteen rows interleaved so
 //! that one 64-byte load feeds sixteen rows' integer dot products at once and the per-row
-//! scale work is shared. Two layouts exist, each exactly as large as the file's rows:
+//! scale work is shared. Three layouts exist, each exactly as large as the file's rows:
 //!
 //! - [`WeightFormat::Q4KX16`](super::WeightFormat::Q4KX16): Q4_K. Super-block `b` of a group
 //!   of sixteen rows is 2304 bytes:
@@ -11,6 +11,13 @@
 //!   | `32..64` | `dmin` of rows 0..16 (f16) |
 //!   | `64..256` | the twelve packed scale bytes, transposed: byte `i` of row `r` at `64 + 16 i + r` |
 //!   | `256..2304` | the nibbles: for chunk `c` (32 bytes of a row: sub-blocks `2c` low, `2c + 1` high) and step `t` (4 bytes), row `r`'s bytes `32c + 4t .. 32c + 4t + 4` at `256 + 64 (8c + t) + 4r` |
+//!
+//! - [`WeightFormat::Q6KX16`](super::WeightFormat::Q6KX16): Q6_K. Super-block `b` of a group
+//!   is 3360 bytes: `d` of rows 0..16 (f16) at `0..32`; the sixteen int8 scales transposed
+//!   (scale `g` of row `r` at `32 + 16 g + r`); then, in the order the kernel reads them, for
+//!   half `c` (128 values) and step `t` (0..8) 192 bytes: the four low-bit bytes
+//!   `64c + 4t ..` of each row, the four `64c + 32 + 4t ..`, and the four high-bit bytes
+//!   `32c + 4t ..` (row `r`'s at `4 r` in each 64).
 //!
 //! - [`WeightFormat::Q8_0X16`](super::WeightFormat::Q8_0X16): Q8_0. Block `b` (32 values) of a
 //!   group is 544 bytes: `d` of rows 0..16 (f16) at `0..32`, then for step `t` (4 values) row
@@ -42,11 +49,25 @@ pub const X16_BLOCK: usize = X16 * Q4K_BYTES;
 /// Bytes of one interleaved Q8_0 block (sixteen rows).
 pub const X16_Q8_BLOCK: usize = X16 * Q8_0_BYTES;
 
+/// Bytes of one Q6_K super-block.
+const Q6K_BYTES: usize = 210;
+
+/// Bytes of one interleaved Q6_K super-block (sixteen rows).
+pub const X16_Q6_BLOCK: usize = X16 * Q6K_BYTES;
+
+/// Offset of the transposed scales in an interleaved Q6_K super-block.
+pub const X16_Q6_SCALES: usize = 32;
+
+/// Offset of the bits in an interleaved Q6_K super-block.
+pub const X16_Q6_QS: usize = 288;
+
 /// The plain block formats that have an interleaved layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interleaved {
     /// Q4_K ([`super::WeightFormat::Q4KX16`]).
     Q4K,
+    /// Q6_K ([`super::WeightFormat::Q6KX16`]).
+    Q6K,
     /// Q8_0 ([`super::WeightFormat::Q8_0X16`]).
     Q8_0,
 }
@@ -55,7 +76,7 @@ impl Interleaved {
     /// Values per block of one row.
     pub fn block(self) -> usize {
         match self {
-            Interleaved::Q4K => QK_K,
+            Interleaved::Q4K | Interleaved::Q6K => QK_K,
             Interleaved::Q8_0 => 32,
         }
     }
@@ -64,6 +85,7 @@ impl Interleaved {
     pub fn block_bytes(self) -> usize {
         match self {
             Interleaved::Q4K => Q4K_BYTES,
+            Interleaved::Q6K => Q6K_BYTES,
             Interleaved::Q8_0 => Q8_0_BYTES,
         }
     }
@@ -76,12 +98,20 @@ impl Interleaved {
 
     /// Where byte `i` of row `r`'s block lies inside the interleaved block.
     fn offset(self, r: usize, i: usize) -> usize {
+        let quad = |base: usize, i: usize| base + 64 * (i / 4) + 4 * r + i % 4;
         match (self, i) {
-            (_, 0..2) => 2 * r + i,
-            (Interleaved::Q8_0, _) => {
-                let q = i - 2;
-                32 + 64 * (q / 4) + 4 * r + q % 4
+            (Interleaved::Q6K, 0..128) => {
+                let (c, p, t) = (i / 64, (i % 64) / 32, (i % 32) / 4);
+                X16_Q6_QS + 192 * (8 * c + t) + 64 * p + 4 * r + i % 4
             }
+            (Interleaved::Q6K, 128..192) => {
+                let q = i - 128;
+                X16_Q6_QS + 192 * (8 * (q / 32) + (q % 32) / 4) + 128 + 4 * r + q % 4
+            }
+            (Interleaved::Q6K, 192..208) => X16_Q6_SCALES + X16 * (i - 192) + r,
+            (Interleaved::Q6K, _) => 2 * r + (i - 208),
+            (_, 0..2) => 2 * r + i,
+            (Interleaved::Q8_0, _) => quad(32, i - 2),
             (Interleaved::Q4K, 2..4) => 32 + 2 * r + (i - 2),
             (Interleaved::Q4K, 4..16) => X16_SCALES + X16 * (i - 4) + r,
             (Interleaved::Q4K, _) => {
@@ -143,7 +173,7 @@ pub fn gather_row(f: Interleaved, data: &[u8], cols: usize, j: usize, out: &mut 
 mod tests {
     use super::*;
 
-    const BOTH: [Interleaved; 2] = [Interleaved::Q4K, Interleaved::Q8_0];
+    const BOTH: [Interleaved; 3] = [Interleaved::Q4K, Interleaved::Q6K, Interleaved::Q8_0];
 
     #[test]
     fn offsets_cover_the_block_once() {
@@ -161,6 +191,9 @@ mod tests {
         }
         assert_eq!(Interleaved::Q4K.offset(3, 16 + 32 * 2 + 4 * 5 + 1), X16_QS + 64 * 21 + 13);
         assert_eq!(Interleaved::Q8_0.offset(3, 2 + 4 * 5 + 1), 32 + 64 * 5 + 13);
+        assert_eq!(Interleaved::Q6K.offset(3, 128 + 32 + 4 * 5 + 1), X16_Q6_QS + 192 * 13 + 128 + 13);
+        assert_eq!(Interleaved::Q6K.offset(3, 64 + 32 + 4 * 5 + 1), X16_Q6_QS + 192 * 13 + 64 + 13);
+        assert_eq!(Interleaved::Q6K.offset(3, 209), 7);
     }
 
     #[test]

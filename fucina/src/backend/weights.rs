@@ -47,6 +47,9 @@ pub enum WeightFormat {
     /// the integer path at every batch size; a row's bytes, gathered
     /// ([`WeightMat::gather_row`]), are its Q4_K bytes.
     Q4KX16,
+    /// Q6_K with super-blocks of sixteen rows interleaved, as [`WeightFormat::Q4KX16`] is for
+    /// Q4_K.
+    Q6KX16,
     /// Q8_0 with blocks of sixteen rows interleaved, as [`WeightFormat::Q4KX16`] is for Q4_K.
     Q8_0X16,
 }
@@ -57,7 +60,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Float(_) => 1,
             WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q8_0X16 => 32,
-            WeightFormat::K(_) | WeightFormat::Q4KX16 => QK_K,
+            WeightFormat::K(_) | WeightFormat::Q4KX16 | WeightFormat::Q6KX16 => QK_K,
         }
     }
 
@@ -69,6 +72,7 @@ impl WeightFormat {
             WeightFormat::Q4_0 => qdot::Q4_0_BYTES,
             WeightFormat::K(f) => f.block_bytes(),
             WeightFormat::Q4KX16 => KFormat::Q4K.block_bytes(),
+            WeightFormat::Q6KX16 => KFormat::Q6K.block_bytes(),
         }
     }
 
@@ -76,6 +80,7 @@ impl WeightFormat {
     pub fn interleaved(self) -> Option<Interleaved> {
         match self {
             WeightFormat::Q4KX16 => Some(Interleaved::Q4K),
+            WeightFormat::Q6KX16 => Some(Interleaved::Q6K),
             WeightFormat::Q8_0X16 => Some(Interleaved::Q8_0),
             _ => None,
         }
@@ -86,6 +91,7 @@ impl WeightFormat {
     pub fn plain(self) -> WeightFormat {
         match self {
             WeightFormat::Q4KX16 => WeightFormat::K(KFormat::Q4K),
+            WeightFormat::Q6KX16 => WeightFormat::K(KFormat::Q6K),
             WeightFormat::Q8_0X16 => WeightFormat::Q8_0,
             f => f,
         }
@@ -110,6 +116,7 @@ impl WeightFormat {
                 WeightFormat::Float(FloatRow::F32)
                     | WeightFormat::Float(FloatRow::F16)
                     | WeightFormat::Q4KX16
+                    | WeightFormat::Q6KX16
                     | WeightFormat::Q8_0X16
             )
             && super::native::has_bf16_dot()
@@ -205,7 +212,7 @@ pub fn decode_row(format: WeightFormat, src: &[u8], out: &mut [f32]) {
                 qdot_k::unpack(f, b).values(o);
             }
         }
-        WeightFormat::Q4KX16 | WeightFormat::Q8_0X16 => {
+        WeightFormat::Q4KX16 | WeightFormat::Q6KX16 | WeightFormat::Q8_0X16 => {
             unreachable!("plain() maps the interleaved layouts to their row formats")
         }
     }

@@ -2,14 +2,17 @@
 //! ([`crate::backend::interleave`]): one 64-byte load holds four bytes of each of sixteen
 //! rows, so one `vpdpbusd` with the four matching activation bytes broadcast adds sixteen
 //! rows' partial dot products. For Q4_K the scales, minimums and f16 factors of sixteen rows
-//! are unpacked together, once per super-block; for Q8_0 the signed weights are offset by 128
+//! are unpacked together, once per super-block; Q6_K's levels stay unsigned (0..64) and their
+//! offset of 32 comes back out through the activation's group sums; for Q8_0 the signed weights are offset by 128
 //! (one `vpxord`) and the offset comes back out through the activation block's sum. Up to four
 //! activation rows share each weight load.
 //!
 //! The integer sums per block equal the scalar spec's exactly (Q8_K or Q8_0 activations);
 //! only the f32 accumulation across blocks rounds differently.
 
-use super::super::interleave::{Interleaved, X16, X16_BLOCK, X16_Q8_BLOCK, X16_QS, X16_SCALES};
+use super::super::interleave::{
+    Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_QS, X16_SCALES,
+};
 use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
 use super::super::weights::{activation_row_bytes, quantize_activations, WeightMat};
@@ -108,6 +111,14 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
                         }
                         (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, [act(i), act(i + 1)], &mut res),
                         (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, [act(i)], &mut res),
+                        (Interleaved::Q6K, 4) => {
+                            avx512::dot_q6k::<4>(blocks, [act(i), act(i + 1), act(i + 2), act(i + 3)], &mut res)
+                        }
+                        (Interleaved::Q6K, 3) => {
+                            avx512::dot_q6k::<3>(blocks, [act(i), act(i + 1), act(i + 2)], &mut res)
+                        }
+                        (Interleaved::Q6K, 2) => avx512::dot_q6k::<2>(blocks, [act(i), act(i + 1)], &mut res),
+                        (Interleaved::Q6K, _) => avx512::dot_q6k::<1>(blocks, [act(i)], &mut res),
                         (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(
                             blocks,
                             [act(i), act(i + 1), act(i + 2), act(i + 3)],
@@ -137,6 +148,7 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
     // Elsewhere: each row gathered back to its plain bytes and dotted by this CPU's row kernel.
     let kern = match f {
         Interleaved::Q4K => qdot_k::row_kernel(qdot_k::KFormat::Q4K),
+        Interleaved::Q6K => qdot_k::row_kernel(qdot_k::KFormat::Q6K),
         Interleaved::Q8_0 => qdot::row_kernel(false),
     };
     let mut buf = Vec::new();
@@ -292,6 +304,100 @@ mod avx512 {
                     let (ad, asum) = q8[r];
                     let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(128 * asum[b]));
                     acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[b])), _mm512_cvtepi32_ps(si), acc[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            // SAFETY: 64 bytes are written into a 16-float row.
+            unsafe { _mm512_storeu_ps(res[r].as_mut_ptr(), acc[r]) };
+        }
+    }
+
+    /// Sixteen interleaved Q6_K rows (`blocks`, whole super-blocks) times `R` Q8_K rows, into
+    /// `res[r][row]`.
+    ///
+    /// # Safety
+    /// As for [`dot_q4k`], for interleaved Q6_K super-blocks.
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub unsafe fn dot_q6k<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
+        let m4 = _mm512_set1_epi8(0x0F);
+        let m30 = _mm512_set1_epi8(0x30);
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (b, blk) in blocks.chunks_exact(X16_Q6_BLOCK).enumerate() {
+            let ab: [&[u8]; R] = std::array::from_fn(|r| &a[r][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES]);
+            // SAFETY (this block): the features are enabled; every load stays inside the
+            // interleaved block (scales 32..288, bits 288 + 192 (8c + t) + 192 <= 3360) or the
+            // activation block
+            // (4 + 128c + 64h + 32p + 4t + 4 <= 260, sums 260..292).
+            unsafe {
+                let p = blk.as_ptr();
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+                let scale =
+                    |g: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(X16_Q6_SCALES + 16 * g) as *const __m128i));
+                // The offset's share: sum over groups g of scale[row][g] * bsum_g, two groups per
+                // vpdpwssd (sign-extended i16 pairs per row).
+                let mut bias = [_mm512_setzero_si512(); R];
+                for pr in 0..8 {
+                    let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
+                    let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
+                    let sw =
+                        _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(g0, g1), _mm_unpacklo_epi8(g0, g1)));
+                    for r in 0..R {
+                        let bs = (ab[r].as_ptr().add(260 + 4 * pr) as *const i32).read_unaligned();
+                        bias[r] = _mm512_dpwssd_epi32(bias[r], sw, _mm512_set1_epi32(bs));
+                    }
+                }
+                let mut isum: [__m512i; R] =
+                    std::array::from_fn(|r| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias[r], 5)));
+                for c in 0..2 {
+                    for h in 0..2 {
+                        // Values 128c + 64h + 32p + 4t + (0..4) of every row, p = 0 and 1.
+                        let mut s = [[_mm512_setzero_si512(); R]; 2];
+                        for t in 0..8 {
+                            let q = p.add(X16_Q6_QS + 192 * (8 * c + t));
+                            let l0 = _mm512_loadu_si512(q as *const __m512i);
+                            let l1 = _mm512_loadu_si512(q.add(64) as *const __m512i);
+                            let hb = _mm512_loadu_si512(q.add(128) as *const __m512i);
+                            let (l0, l1) = if h == 0 {
+                                (_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4))
+                            } else {
+                                (
+                                    _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                )
+                            };
+                            // High bits of part (h, p) sit at shift 2 (2h + p): moved to bits 4..6.
+                            let (h0, h1) = if h == 0 {
+                                (_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 2))
+                            } else {
+                                (hb, _mm512_srli_epi16(hb, 2))
+                            };
+                            let u0 = _mm512_or_si512(l0, _mm512_and_si512(h0, m30));
+                            let u1 = _mm512_or_si512(l1, _mm512_and_si512(h1, m30));
+                            for r in 0..R {
+                                let ap = ab[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
+                                let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
+                                let a1 = _mm512_set1_epi32((ap.add(32) as *const i32).read_unaligned());
+                                s[0][r] = _mm512_dpbusd_epi32(s[0][r], u0, a0);
+                                s[1][r] = _mm512_dpbusd_epi32(s[1][r], u1, a1);
+                            }
+                            if t % 4 == 3 {
+                                // Groups of sixteen values end here: g = 8c + 4h + 2p + t / 4.
+                                for pp in 0..2 {
+                                    let sc = scale(8 * c + 4 * h + 2 * pp + t / 4);
+                                    for r in 0..R {
+                                        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[pp][r], sc));
+                                        s[pp][r] = _mm512_setzero_si512();
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                for r in 0..R {
+                    let da = _mm512_set1_ps(f32::from_le_bytes([ab[r][0], ab[r][1], ab[r][2], ab[r][3]]));
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[r]), acc[r]);
                 }
             }
         }

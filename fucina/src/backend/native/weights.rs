@@ -264,7 +264,7 @@ pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     }
 }
 
-/// The layout a weight is repacked into at load on this CPU: Q4_K and Q8_0 matrices whose
+/// The layout a weight is repacked into at load on this CPU: Q4_K, Q6_K and Q8_0 matrices whose
 /// rows come in groups of sixteen take the interleaved layouts where the AVX-512 VNNI kernels
 /// run ([`super::interleaved`]), unless `FUCINA_NO_REPACK` is set; everything else keeps the
 /// file's rows.
@@ -272,6 +272,7 @@ pub fn weight_layout(format: WeightFormat, rows: usize, cols: usize) -> WeightFo
     use crate::backend::interleave::Interleaved;
     let (f, to) = match format {
         WeightFormat::K(KFormat::Q4K) => (Interleaved::Q4K, WeightFormat::Q4KX16),
+        WeightFormat::K(KFormat::Q6K) => (Interleaved::Q6K, WeightFormat::Q6KX16),
         WeightFormat::Q8_0 => (Interleaved::Q8_0, WeightFormat::Q8_0X16),
         _ => return format,
     };
