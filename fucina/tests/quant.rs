@@ -306,6 +306,14 @@ fn interleaved_layouts_match_the_plain_rows() {
         assert!(chosen == plain || chosen == packed_format, "{chosen:?}");
         assert_eq!(native.weight_layout(plain, 24, 256), plain, "24 rows are not whole groups");
         assert!(!f.fits(24, 256) && !f.fits(32, 100) && f.fits(48, 768));
+        // A matrix large enough for the native repack to split over the pool (uneven tasks).
+        let (n, k) = (400, 2048);
+        let data = fucina::quant::quantize(ty, &(0..n * k).map(|i| val(5, i)).collect::<Vec<_>>()).unwrap();
+        let rows = WeightMat { format: plain, rows: n, cols: k, data: &data };
+        let (mut p1, mut p2) = (vec![0u8; data.len()], vec![0u8; data.len()]);
+        interleave(f, n, k, &data, &mut p1);
+        pool.install(|| native.weight_repack(&rows, f, &mut p2));
+        assert!(p1 == p2, "{f:?} {n}x{k}: the split repack differs");
         for (n, k) in [(16, 256), (48, 768), (160, 512)] {
             let wf: Vec<f32> = (0..n * k).map(|i| val(3, i) * (1.0 + (i % 29) as f32)).collect();
             let data = fucina::quant::quantize(ty, &wf).unwrap();
@@ -313,6 +321,10 @@ fn interleaved_layouts_match_the_plain_rows() {
             interleave(f, n, k, &data, &mut packed);
             let rows = WeightMat { format: plain, rows: n, cols: k, data: &data };
             let x16 = WeightMat { format: packed_format, rows: n, cols: k, data: &packed };
+            let (mut p1, mut p2) = (vec![0u8; data.len()], vec![0u8; data.len()]);
+            scalar.weight_repack(&rows, f, &mut p1);
+            pool.install(|| native.weight_repack(&rows, f, &mut p2));
+            assert!(p1 == packed && p2 == packed, "{f:?} {n}x{k}: the backends repack differently");
             let (mut d0, mut d1, mut d2) = (vec![0.0; n * k], vec![0.0; n * k], vec![0.0; n * k]);
             scalar.weight_decode(&rows, &mut d0);
             scalar.weight_decode(&x16, &mut d1);

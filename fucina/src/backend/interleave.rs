@@ -134,7 +134,10 @@ pub fn fits_x16(rows: usize, cols: usize) -> bool {
 pub fn interleave(f: Interleaved, rows: usize, cols: usize, src: &[u8], out: &mut [u8]) {
     let (nb, bb) = (cols / f.block(), f.block_bytes());
     let row_bytes = nb * bb;
-    assert!(f.fits(rows, cols) && src.len() == rows * row_bytes && out.len() == src.len(), "interleave: sizes");
+    assert!(
+        (rows == 0 || f.fits(rows, cols)) && src.len() == rows * row_bytes && out.len() == src.len(),
+        "interleave: sizes"
+    );
     let offsets: Vec<usize> = (0..X16 * bb).map(|ri| f.offset(ri / bb, ri % bb)).collect();
     for g in 0..rows / X16 {
         for b in 0..nb {
@@ -148,6 +151,18 @@ pub fn interleave(f: Interleaved, rows: usize, cols: usize, src: &[u8], out: &mu
             }
         }
     }
+}
+
+/// Repacks groups `g0..` of a row-major matrix into `out`, the interleaved bytes of those
+/// groups (whole groups): [`interleave`] for a part of the matrix, so that a backend can
+/// split the work.
+pub fn interleave_groups(f: Interleaved, cols: usize, src: &[u8], g0: usize, out: &mut [u8]) {
+    let (nb, bb) = (cols / f.block(), f.block_bytes());
+    let group = X16 * nb * bb;
+    assert!(cols.is_multiple_of(f.block()) && out.len().is_multiple_of(group.max(1)), "interleave_groups: sizes");
+    let rows = out.len() / group.max(1) * X16;
+    let src = &src[g0 * group..g0 * group + out.len()];
+    interleave(f, rows, cols, src, out)
 }
 
 /// Repacks a Q4_K matrix ([`interleave`] with [`Interleaved::Q4K`]).

@@ -13,6 +13,7 @@ pub mod rowdot;
 pub mod scalar;
 pub mod weights;
 
+pub use interleave::Interleaved;
 pub use native::{in_serial, serial};
 pub use weights::{WeightFormat, WeightMat};
 
@@ -389,6 +390,12 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_layout(&self, format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
         let _ = (rows, cols);
         format
+    }
+    /// Writes `w` (in a row-major format) repacked into `layout`, an interleaved layout of
+    /// that format which fits its shape ([`interleave::Interleaved::fits`]), into `out` (as
+    /// many bytes as `w.data`).
+    fn weight_repack(&self, w: &WeightMat<'_>, layout: Interleaved, out: &mut [u8]) {
+        interleave::interleave(layout, w.rows, w.cols, w.data, out)
     }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {

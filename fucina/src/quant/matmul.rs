@@ -82,23 +82,23 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
     /// # Ok::<(), fucina::FucinaError>(())
     /// ```
     pub fn prepared(self) -> Result<QWeight<O, I>> {
-        let want = ExecContext::current().run(0, |k| k.weight_layout(self.layout, self.rows, self.cols));
+        let ctx = ExecContext::current();
+        let want = ctx.run(0, |k| k.weight_layout(self.layout, self.rows, self.cols));
         if want == self.layout {
             return Ok(self);
         }
-        let mut out = crate::storage::alloc::try_vec("a repacked weight", self.data.len(), 0u8)?;
-        match (want.interleaved(), want.plain() == self.layout) {
-            (Some(f), true) if f.fits(self.rows, self.cols) => {
-                crate::backend::interleave::interleave(f, self.rows, self.cols, &self.data, &mut out)
-            }
+        let layout = match want.interleaved() {
+            Some(f) if want.plain() == self.layout && f.fits(self.rows, self.cols) => f,
             _ => {
-                let have = self.layout;
                 return Err(FucinaError::InvalidArgument {
                     op: "QWeight::prepared",
-                    msg: format!("no repacking from {have:?} to {want:?}"),
-                });
+                    msg: format!("no repacking of a {}x{} {:?} into {want:?}", self.rows, self.cols, self.layout),
+                })
             }
-        }
+        };
+        let mut out = crate::storage::alloc::try_vec("a repacked weight", self.data.len(), 0u8)?;
+        let w = self.mat();
+        ctx.run(out.len(), |k| k.weight_repack(&w, layout, &mut out));
         Ok(QWeight { layout: want, data: SharedBytes::from_vec(out), ..self })
     }
 

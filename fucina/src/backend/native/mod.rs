@@ -225,6 +225,10 @@ impl Kernels for Native {
         weights::weight_layout(format, rows, cols)
     }
 
+    fn weight_repack(&self, w: &super::WeightMat<'_>, layout: super::Interleaved, out: &mut [u8]) {
+        weights::weight_repack(w, layout, out)
+    }
+
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {
         const CHUNK: usize = 4096;
         let fill = |(c, chunk): (usize, &mut [f32])| {

@@ -264,6 +264,21 @@ pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     }
 }
 
+/// Repacks `w` into an interleaved layout, groups of rows split over the pool.
+pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out: &mut [u8]) {
+    use crate::backend::interleave::{interleave, interleave_groups, X16};
+    assert!(layout.fits(w.rows, w.cols) && out.len() == w.data.len(), "weight_repack: sizes");
+    let group = X16 * w.format.row_bytes(w.cols);
+    if !may_split(out.len(), 1 << 18) {
+        return interleave(layout, w.rows, w.cols, w.data, out);
+    }
+    // About eight tasks per worker, whole groups each.
+    let per = (w.rows / X16).div_ceil(8 * rayon::current_num_threads()).max(1) * group;
+    out.par_chunks_mut(per)
+        .enumerate()
+        .for_each(|(t, o)| interleave_groups(layout, w.cols, w.data, t * per / group, o));
+}
+
 /// The layout a weight is repacked into at load on this CPU: Q4_K, Q6_K and Q8_0 matrices whose
 /// rows come in groups of sixteen take the interleaved layouts where the AVX-512 VNNI kernels
 /// run ([`super::interleaved`]), unless `FUCINA_NO_REPACK` is set; everything else keeps the
