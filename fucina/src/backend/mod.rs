@@ -384,12 +384,12 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
     /// The whole weight decoded to f32 (`out [rows, cols]`).
     fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
-    /// The layout this backend wants a `[rows, cols]` weight of `format` repacked into at
-    /// load ([`interleave`]), or `format` itself to keep the file's rows. The choice is the
-    /// backend's (per CPU at run time); every backend computes every layout.
+    /// The layout a `[rows, cols]` weight of `format` is repacked into at load
+    /// ([`interleave`]), or `format` itself to keep the file's rows: per CPU, made the same
+    /// way by every backend ([`weights::layout_for`]), so that the scalar spec computes the
+    /// path the native kernels take.
     fn weight_layout(&self, format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
-        let _ = (rows, cols);
-        format
+        weights::layout_for(format, rows, cols)
     }
     /// Writes `w` (in a row-major format) repacked into `layout`, an interleaved layout of
     /// that format which fits its shape ([`interleave::Interleaved::fits`]), into `out` (as

@@ -132,6 +132,29 @@ impl WeightFormat {
     }
 }
 
+/// The layout a `[rows, cols]` weight of `format` takes on this CPU: Q4_K, Q6_K and Q8_0
+/// matrices whose rows come in whole groups of sixteen take the interleaved layouts
+/// ([`super::interleave`]) where the AVX-512 VNNI kernels run (F/BW/VL/VNNI and F16C, not
+/// turned off with `FUCINA_NO_AVX512`), unless `FUCINA_NO_REPACK` is set; everything else
+/// keeps the file's rows. A repacked product takes the integer path at every batch size,
+/// which on these CPUs beats the bf16 path from decode up to long prefills
+/// (docs/BENCHMARK.md).
+pub fn layout_for(format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
+    let (f, to) = match format {
+        WeightFormat::K(KFormat::Q4K) => (Interleaved::Q4K, WeightFormat::Q4KX16),
+        WeightFormat::K(KFormat::Q6K) => (Interleaved::Q6K, WeightFormat::Q6KX16),
+        WeightFormat::Q8_0 => (Interleaved::Q8_0, WeightFormat::Q8_0X16),
+        _ => return format,
+    };
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var_os("FUCINA_NO_REPACK").is_some());
+    if f.fits(rows, cols) && super::native::simd::has_avx512_int() && !off {
+        to
+    } else {
+        format
+    }
+}
+
 /// A weight matrix `[rows, cols]` in a [`WeightFormat`], rows contiguous.
 #[derive(Debug, Clone, Copy)]
 pub struct WeightMat<'a> {

@@ -221,10 +221,6 @@ impl Kernels for Native {
         weights::weight_decode(w, out)
     }
 
-    fn weight_layout(&self, format: super::WeightFormat, rows: usize, cols: usize) -> super::WeightFormat {
-        weights::weight_layout(format, rows, cols)
-    }
-
     fn weight_repack(&self, w: &super::WeightMat<'_>, layout: super::Interleaved, out: &mut [u8]) {
         weights::weight_repack(w, layout, out)
     }

@@ -279,25 +279,6 @@ pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out
         .for_each(|(t, o)| interleave_groups(layout, w.cols, w.data, t * per / group, o));
 }
 
-/// The layout a weight is repacked into at load on this CPU: Q4_K, Q6_K and Q8_0 matrices whose
-/// rows come in groups of sixteen take the interleaved layouts where the AVX-512 VNNI kernels
-/// run ([`super::interleaved`]), unless `FUCINA_NO_REPACK` is set; everything else keeps the
-/// file's rows.
-pub fn weight_layout(format: WeightFormat, rows: usize, cols: usize) -> WeightFormat {
-    use crate::backend::interleave::Interleaved;
-    let (f, to) = match format {
-        WeightFormat::K(KFormat::Q4K) => (Interleaved::Q4K, WeightFormat::Q4KX16),
-        WeightFormat::K(KFormat::Q6K) => (Interleaved::Q6K, WeightFormat::Q6KX16),
-        WeightFormat::Q8_0 => (Interleaved::Q8_0, WeightFormat::Q8_0X16),
-        _ => return format,
-    };
-    if f.fits(rows, cols) && super::simd::has_avx512_int() && std::env::var_os("FUCINA_NO_REPACK").is_none() {
-        to
-    } else {
-        format
-    }
-}
-
 /// Fills `y [m, n]` by running `fill(j0, j1, cols)` over ranges of weight rows (output
 /// columns), about eight ranges per worker when the product is large enough; each call
 /// writes only its own columns.
