@@ -134,8 +134,15 @@ impl ModelFile {
             });
         }
         let w = QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
-            .and_then(QWeight::prepared)
             .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })?;
+        self.prepare(w)
+    }
+
+    /// `w` in the layout the backend wants for this CPU ([`QWeight::prepared`]), counted in
+    /// [`ModelFile::repacked_bytes`]: for matrices that stay resident (not for experts streamed
+    /// from the file's pages, whose bytes must stay the file's).
+    pub fn prepare<O: Axis, I: Axis>(&self, w: QWeight<O, I>) -> Result<QWeight<O, I>> {
+        let w = w.prepared()?;
         self.repacked.fetch_add(w.resident_bytes(), std::sync::atomic::Ordering::Relaxed);
         Ok(w)
     }
@@ -147,7 +154,8 @@ impl ModelFile {
     }
 
     /// The stack of `n` matrices `[n, rows, cols]` named `name` (MoE experts), as one
-    /// [`QWeight`] per matrix over the file's bytes.
+    /// [`QWeight`] per matrix over the file's bytes (in the file's layout: a model that keeps
+    /// them resident repacks them with [`ModelFile::prepare`]).
     pub fn matrices<O: Axis, I: Axis>(
         &self,
         name: &str,

@@ -139,9 +139,14 @@ impl Qwen3 {
                         }),
                         Some(m) => {
                             let (e, w) = (m.experts, m.expert_ffn);
+                            // Every expert stays resident here (no streaming), so each is
+                            // repacked for this CPU like a dense matrix.
                             let gates = f.matrices(&n("ffn_gate_exps"), e, w, h)?;
                             let ups = f.matrices(&n("ffn_up_exps"), e, w, h)?;
                             let downs = f.matrices(&n("ffn_down_exps"), e, h, w)?;
+                            let gates = gates.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
+                            let ups = ups.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
+                            let downs = downs.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
                             let experts = gates
                                 .into_iter()
                                 .zip(ups)
