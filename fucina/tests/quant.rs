@@ -340,6 +340,15 @@ fn interleaved_layouts_match_the_plain_rows() {
                     assert!(a == b, "{f:?} {n}x{k} m={m}: the spec differs between layouts");
                 }
                 check_weight_product(&x16, &d0, m, m, &pool);
+                // A row's result does not depend on the batch it came in (four-row kernels,
+                // the Q6_K tile from 8 rows): the same bits as that row alone.
+                let mut y = vec![0.0; m * n];
+                native.weight_matmul(&x16, &x, m, &mut y);
+                for i in [0, m / 2, m - 1] {
+                    let mut one = vec![0.0; n];
+                    native.weight_matmul(&x16, &x[i * k..(i + 1) * k], 1, &mut one);
+                    assert!(one == y[i * n..(i + 1) * n], "{f:?} {n}x{k} m={m}: row {i} differs alone");
+                }
             }
         }
     }

@@ -54,6 +54,10 @@ pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: b
     }
 }
 
+/// From this many activation rows on, interleaved Q6_K unpacks each super-block once per call
+/// into an L1 tile instead of once per four activation rows.
+const Q6K_TILE_BATCH: usize = 8;
+
 /// The quantized activation rows of one product.
 struct Acts<'a> {
     qa: &'a [u8],
@@ -88,6 +92,39 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
             unsafe { *out.0.add(i * n + g * X16 + r) = *x };
         }
     };
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_int() && f == Interleaved::Q6K && m >= Q6K_TILE_BATCH {
+        // Each super-block's levels unpacked once into an L1 tile for all activation rows
+        // (the same sums in the same order as the direct kernel: the same bits).
+        let mut acc = vec![[0.0f32; X16]; m];
+        let mut tile = [0u8; avx512::Q6K_TILE];
+        for g in g0..g1 {
+            acc.iter_mut().for_each(|a| *a = [0.0; X16]);
+            for b in 0..acts.nb {
+                let blk = &w.data[g * gb + b * X16_Q6_BLOCK..g * gb + (b + 1) * X16_Q6_BLOCK];
+                let ab = |i: usize| &acts.row(i)[b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES];
+                // SAFETY: has_avx512_int reports the features the kernels enable; `blk` is one
+                // whole interleaved super-block and each `ab(i)` the matching Q8_K block.
+                unsafe { avx512::unpack_q6k(blk, &mut tile) };
+                for (c, rows) in acc.chunks_mut(4).enumerate() {
+                    let i = 4 * c;
+                    // SAFETY: as above; `rows` holds as many rows as activation rows passed.
+                    unsafe {
+                        match rows.len() {
+                            4 => avx512::dot_q6k_tile::<4>(blk, &tile, [ab(i), ab(i + 1), ab(i + 2), ab(i + 3)], rows),
+                            3 => avx512::dot_q6k_tile::<3>(blk, &tile, [ab(i), ab(i + 1), ab(i + 2)], rows),
+                            2 => avx512::dot_q6k_tile::<2>(blk, &tile, [ab(i), ab(i + 1)], rows),
+                            _ => avx512::dot_q6k_tile::<1>(blk, &tile, [ab(i)], rows),
+                        }
+                    }
+                }
+            }
+            for (i, v) in acc.iter().enumerate() {
+                set(i, g, v);
+            }
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if has_avx512_int() {
         let act = |i: usize| acts.row(i);
@@ -321,8 +358,6 @@ mod avx512 {
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub unsafe fn dot_q6k<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let m30 = _mm512_set1_epi8(0x30);
         let mut acc = [_mm512_setzero_ps(); R];
         for (b, blk) in blocks.chunks_exact(X16_Q6_BLOCK).enumerate() {
             let ab: [&[u8]; R] = std::array::from_fn(|r| &a[r][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES]);
@@ -355,26 +390,7 @@ mod avx512 {
                         // Values 128c + 64h + 32p + 4t + (0..4) of every row, p = 0 and 1.
                         let mut s = [[_mm512_setzero_si512(); R]; 2];
                         for t in 0..8 {
-                            let q = p.add(X16_Q6_QS + 192 * (8 * c + t));
-                            let l0 = _mm512_loadu_si512(q as *const __m512i);
-                            let l1 = _mm512_loadu_si512(q.add(64) as *const __m512i);
-                            let hb = _mm512_loadu_si512(q.add(128) as *const __m512i);
-                            let (l0, l1) = if h == 0 {
-                                (_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4))
-                            } else {
-                                (
-                                    _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
-                                    _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-                                )
-                            };
-                            // High bits of part (h, p) sit at shift 2 (2h + p): moved to bits 4..6.
-                            let (h0, h1) = if h == 0 {
-                                (_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 2))
-                            } else {
-                                (hb, _mm512_srli_epi16(hb, 2))
-                            };
-                            let u0 = _mm512_or_si512(l0, _mm512_and_si512(h0, m30));
-                            let u1 = _mm512_or_si512(l1, _mm512_and_si512(h1, m30));
+                            let (u0, u1) = q6k_levels(p, c, h, t);
                             for r in 0..R {
                                 let ap = ab[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
                                 let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
@@ -404,6 +420,130 @@ mod avx512 {
         for r in 0..R {
             // SAFETY: 64 bytes are written into a 16-float row.
             unsafe { _mm512_storeu_ps(res[r].as_mut_ptr(), acc[r]) };
+        }
+    }
+
+    /// Bytes of an unpacked Q6_K tile: sixteen rows' 256 levels.
+    pub const Q6K_TILE: usize = 4096;
+
+    /// The high bits of Q6_K part `(h, p)` moved to bits 4..6 and the low four bits, for
+    /// step `(c, t)` of an interleaved super-block at `p`: the levels `u0` (p = 0), `u1` (p = 1).
+    #[inline(always)]
+    unsafe fn q6k_levels(p: *const u8, c: usize, h: usize, t: usize) -> (__m512i, __m512i) {
+        let m4 = _mm512_set1_epi8(0x0F);
+        let m30 = _mm512_set1_epi8(0x30);
+        // SAFETY: the caller passes a whole interleaved super-block (288 + 192 (8c + t) + 192
+        // <= 3360).
+        unsafe {
+            let q = p.add(X16_Q6_QS + 192 * (8 * c + t));
+            let l0 = _mm512_loadu_si512(q as *const __m512i);
+            let l1 = _mm512_loadu_si512(q.add(64) as *const __m512i);
+            let hb = _mm512_loadu_si512(q.add(128) as *const __m512i);
+            let (l0, l1) = if h == 0 {
+                (_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4))
+            } else {
+                (_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4))
+            };
+            // High bits of part (h, p) sit at shift 2 (2h + p): moved to bits 4..6.
+            let (h0, h1) = if h == 0 {
+                (_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 2))
+            } else {
+                (hb, _mm512_srli_epi16(hb, 2))
+            };
+            (_mm512_or_si512(l0, _mm512_and_si512(h0, m30)), _mm512_or_si512(l1, _mm512_and_si512(h1, m30)))
+        }
+    }
+
+    /// Unpacks the levels of one interleaved Q6_K super-block into `tile`: for step
+    /// `(c, h, t)` the two vectors of [`q6k_levels`] at `128 (8 (2c + h) + t)`.
+    ///
+    /// # Safety
+    /// As for [`dot_q6k`]; `blk` is one whole interleaved super-block.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub unsafe fn unpack_q6k(blk: &[u8], tile: &mut [u8; Q6K_TILE]) {
+        debug_assert!(blk.len() >= X16_Q6_BLOCK);
+        for c in 0..2 {
+            for h in 0..2 {
+                for t in 0..8 {
+                    // SAFETY: `blk` is whole; the stores stay in the 4096-byte tile
+                    // (128 (8 (2c + h) + t) + 128 <= 4096).
+                    unsafe {
+                        let (u0, u1) = q6k_levels(blk.as_ptr(), c, h, t);
+                        let o = tile.as_mut_ptr().add(128 * (8 * (2 * c + h) + t));
+                        _mm512_storeu_si512(o as *mut __m512i, u0);
+                        _mm512_storeu_si512(o.add(64) as *mut __m512i, u1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `R` activation rows' Q8_K block (`a[r]`) against one interleaved Q6_K super-block
+    /// (`blk`, its levels unpacked in `tile`): `acc[r] += d * d_a * isum`, the direct
+    /// kernel's operations in its order.
+    ///
+    /// # Safety
+    /// As for [`dot_q6k`]; `tile` is `blk` unpacked by [`unpack_q6k`], `acc` holds `R` rows.
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub unsafe fn dot_q6k_tile<const R: usize>(
+        blk: &[u8],
+        tile: &[u8; Q6K_TILE],
+        a: [&[u8]; R],
+        acc: &mut [[f32; X16]],
+    ) {
+        debug_assert!(blk.len() >= X16_Q6_BLOCK && acc.len() >= R);
+        // SAFETY: the loads stay in the super-block (scales 32..288), the tile and the
+        // activation blocks (4 + 128c + 64h + 32p + 4t + 4 <= 260, sums 260..292).
+        unsafe {
+            let p = blk.as_ptr();
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+            let scale =
+                |g: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(X16_Q6_SCALES + 16 * g) as *const __m128i));
+            let mut bias = [_mm512_setzero_si512(); R];
+            for pr in 0..8 {
+                let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
+                let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
+                let sw = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(g0, g1), _mm_unpacklo_epi8(g0, g1)));
+                for r in 0..R {
+                    let bs = (a[r].as_ptr().add(260 + 4 * pr) as *const i32).read_unaligned();
+                    bias[r] = _mm512_dpwssd_epi32(bias[r], sw, _mm512_set1_epi32(bs));
+                }
+            }
+            let mut isum: [__m512i; R] =
+                std::array::from_fn(|r| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias[r], 5)));
+            for c in 0..2 {
+                for h in 0..2 {
+                    let mut s = [[_mm512_setzero_si512(); R]; 2];
+                    for t in 0..8 {
+                        let o = tile.as_ptr().add(128 * (8 * (2 * c + h) + t));
+                        let u0 = _mm512_loadu_si512(o as *const __m512i);
+                        let u1 = _mm512_loadu_si512(o.add(64) as *const __m512i);
+                        for r in 0..R {
+                            let ap = a[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
+                            let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
+                            let a1 = _mm512_set1_epi32((ap.add(32) as *const i32).read_unaligned());
+                            s[0][r] = _mm512_dpbusd_epi32(s[0][r], u0, a0);
+                            s[1][r] = _mm512_dpbusd_epi32(s[1][r], u1, a1);
+                        }
+                        if t % 4 == 3 {
+                            for pp in 0..2 {
+                                let sc = scale(8 * c + 4 * h + 2 * pp + t / 4);
+                                for r in 0..R {
+                                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[pp][r], sc));
+                                    s[pp][r] = _mm512_setzero_si512();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for r in 0..R {
+                let da = _mm512_set1_ps(f32::from_le_bytes([a[r][0], a[r][1], a[r][2], a[r][3]]));
+                let prev = _mm512_loadu_ps(acc[r].as_ptr());
+                let next = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[r]), prev);
+                _mm512_storeu_ps(acc[r].as_mut_ptr(), next);
+            }
         }
     }
 }
