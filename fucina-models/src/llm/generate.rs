@@ -123,18 +123,27 @@ pub fn ngram_draft(history: &[u32], max: usize) -> Vec<u32> {
     Vec::new()
 }
 
-/// Turns speculation off where it does not pay: after `WINDOW` verified drafts that kept
-/// fewer than half a token each on average, it rests for `REST` generated tokens.
+/// Turns speculation off where it does not pay. Every `WINDOW` verified drafts it compares
+/// the rate of the verification steps (tokens they produced, drafts kept plus the one token
+/// any step gives, per second) with the rate of plain one-token steps (their moving
+/// average); when drafting was slower it rests for `REST` generated tokens, doubling the rest
+/// after each window that did not pay (up to `REST << MAX_BACKOFF`) and starting over after
+/// one that did. Before any plain step was timed it rests when fewer than half a draft was
+/// kept per try.
 #[derive(Debug, Default)]
 struct DraftGate {
     tries: usize,
     kept: usize,
+    verify_secs: f64,
+    plain_secs: Option<f64>,
     rest: usize,
+    backoff: u32,
 }
 
 impl DraftGate {
     const WINDOW: usize = 8;
     const REST: usize = 32;
+    const MAX_BACKOFF: u32 = 4;
 
     fn open(&mut self) -> bool {
         if self.rest > 0 {
@@ -144,15 +153,30 @@ impl DraftGate {
         true
     }
 
-    fn record(&mut self, kept: usize) {
+    /// A plain one-token step took `secs`.
+    fn record_plain(&mut self, secs: f64) {
+        self.plain_secs = Some(self.plain_secs.map_or(secs, |p| 0.8 * p + 0.2 * secs));
+    }
+
+    /// A verification step kept `kept` drafts and took `secs`.
+    fn record(&mut self, kept: usize, secs: f64) {
         self.tries += 1;
         self.kept += kept;
+        self.verify_secs += secs;
         if self.tries >= Self::WINDOW {
-            if self.kept * 2 < self.tries {
-                self.rest = Self::REST;
+            let pays = match self.plain_secs {
+                Some(plain) => (self.kept + self.tries) as f64 * plain > self.verify_secs,
+                None => self.kept * 2 >= self.tries,
+            };
+            if pays {
+                self.backoff = 0;
+            } else {
+                self.rest = Self::REST << self.backoff;
+                self.backoff = (self.backoff + 1).min(Self::MAX_BACKOFF);
             }
             self.tries = 0;
             self.kept = 0;
+            self.verify_secs = 0.0;
         }
     }
 }
@@ -298,8 +322,10 @@ pub fn generate_observed(
         let room = (cache.capacity() - cache.len() - 1).min(opts.max_tokens - out.len());
         let drafts =
             if speculate && gate.open() { ngram_draft(&history, opts.speculate.min(room)) } else { Vec::new() };
+        let step = Instant::now();
         if drafts.is_empty() {
             let logits = ctx.run_on_pool(|| model.forward(&[last], cache, false))?.to_f32_vec();
+            gate.record_plain(step.elapsed().as_secs_f64());
             let next = sampler.next(&logits, &history)?;
             decided.push_back((next, logits));
             continue;
@@ -309,6 +335,7 @@ pub fn generate_observed(
         feed.push(last);
         feed.extend_from_slice(&drafts);
         let rows = ctx.run_on_pool(|| model.forward(&feed, cache, true))?.to_f32_vec();
+        let verify_secs = step.elapsed().as_secs_f64();
         let vocab = rows.len() / feed.len();
         // Row i predicts the token after feed[i]: keep drafts while the sampler's own
         // distribution accepts them (greedy: while they are the argmax), then the token it
@@ -333,7 +360,7 @@ pub fn generate_observed(
             kept += 1;
         }
         history.truncate(mark);
-        gate.record(kept);
+        gate.record(kept, verify_secs);
         drafted += drafts.len();
         accepted += kept;
         // The cache keeps `last` and the drafts that were kept.
@@ -361,6 +388,41 @@ pub fn generate_observed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `windows` windows of verification steps of `secs` each keeping `kept`, then
+    /// counts the steps the gate keeps closed.
+    fn closed_steps(gate: &mut DraftGate, kept: usize, secs: f64) -> usize {
+        for _ in 0..DraftGate::WINDOW {
+            assert!(gate.open());
+            gate.record(kept, secs);
+        }
+        let mut n = 0;
+        while !gate.open() {
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn draft_gate_compares_rates_and_backs_off() {
+        let mut gate = DraftGate::default();
+        // Untimed: fewer than half a draft kept per try rests.
+        assert_eq!(closed_steps(&mut gate, 0, 0.02), DraftGate::REST);
+        gate.record_plain(0.01);
+        // A verify step costing 2x a plain one pays when it yields more than 2 tokens (1
+        // kept + the step's own = 2 does not, 2 kept does).
+        assert_eq!(closed_steps(&mut gate, 1, 0.02), 2 * DraftGate::REST, "second failure doubles");
+        assert_eq!(closed_steps(&mut gate, 2, 0.02), 0);
+        assert_eq!(closed_steps(&mut gate, 0, 0.02), DraftGate::REST, "a paying window resets the backoff");
+        for _ in 0..10 {
+            closed_steps(&mut gate, 0, 0.02);
+        }
+        assert_eq!(closed_steps(&mut gate, 0, 0.02), DraftGate::REST << DraftGate::MAX_BACKOFF);
+        // Cheap verification (as fast as a plain step) pays with nothing kept.
+        let mut fast = DraftGate::default();
+        fast.record_plain(0.01);
+        assert_eq!(closed_steps(&mut fast, 0, 0.009), 0);
+    }
 
     #[test]
     fn utf8_stream_holds_cut_characters() {
