@@ -128,22 +128,41 @@ pub fn ngram_draft(history: &[u32], max: usize) -> Vec<u32> {
 /// any step gives, per second) with the rate of plain one-token steps (their moving
 /// average); when drafting was slower it rests for `REST` generated tokens, doubling the rest
 /// after each window that did not pay (up to `REST << MAX_BACKOFF`) and starting over after
-/// one that did. Before any plain step was timed it rests when fewer than half a draft was
-/// kept per try.
+/// one that did. Untimed (before any plain step was timed, and always when sampling, whose
+/// seeded output must not depend on timing) it rests when fewer than half a draft was kept
+/// per try.
+///
+/// It also sets the draft length: drafts start at [`DraftGate::FIRST_LEN`] tokens (with the
+/// last token, four rows: one weight pass of the four-row kernels, so a short verification
+/// costs little more than a plain step), double after a window that kept three quarters of
+/// what it drafted and halve after one that kept under a quarter.
 #[derive(Debug, Default)]
 struct DraftGate {
     tries: usize,
     kept: usize,
+    drafted: usize,
     verify_secs: f64,
     plain_secs: Option<f64>,
     rest: usize,
     backoff: u32,
+    /// The current draft length (0: not set yet, [`DraftGate::FIRST_LEN`]).
+    len: usize,
 }
 
 impl DraftGate {
     const WINDOW: usize = 8;
     const REST: usize = 32;
     const MAX_BACKOFF: u32 = 4;
+    const FIRST_LEN: usize = 3;
+
+    /// How many tokens to draft, at most `max`.
+    fn draft_len(&mut self, max: usize) -> usize {
+        if self.len == 0 {
+            self.len = Self::FIRST_LEN;
+        }
+        self.len = self.len.min(max.max(1));
+        self.len
+    }
 
     fn open(&mut self) -> bool {
         if self.rest > 0 {
@@ -158,10 +177,11 @@ impl DraftGate {
         self.plain_secs = Some(self.plain_secs.map_or(secs, |p| 0.8 * p + 0.2 * secs));
     }
 
-    /// A verification step kept `kept` drafts and took `secs`.
-    fn record(&mut self, kept: usize, secs: f64) {
+    /// A verification step of `drafted` drafts kept `kept` and took `secs`.
+    fn record(&mut self, drafted: usize, kept: usize, secs: f64) {
         self.tries += 1;
         self.kept += kept;
+        self.drafted += drafted;
         self.verify_secs += secs;
         if self.tries >= Self::WINDOW {
             let pays = match self.plain_secs {
@@ -174,8 +194,14 @@ impl DraftGate {
                 self.rest = Self::REST << self.backoff;
                 self.backoff = (self.backoff + 1).min(Self::MAX_BACKOFF);
             }
+            if 4 * self.kept >= 3 * self.drafted {
+                self.len = (2 * self.len.max(1)).min(64);
+            } else if 4 * self.kept < self.drafted {
+                self.len = (self.len / 2).max(1);
+            }
             self.tries = 0;
             self.kept = 0;
+            self.drafted = 0;
             self.verify_secs = 0.0;
         }
     }
@@ -290,6 +316,10 @@ pub fn generate_observed(
     // sampled one at a time.
     let speculate = opts.speculate > 0 && !sampler.has_processor();
     let mut gate = DraftGate::default();
+    // The gate's decisions change which random numbers a sampled answer draws, so a seeded
+    // sampled run must not depend on timing: only greedy decoding (whose output drafts never
+    // change) lets the gate time its steps; sampled decoding uses its counting rule.
+    let timed_gate = sampler.params().temperature == 0.0;
     let (mut drafted, mut accepted) = (0, 0);
     let stop = 'gen: loop {
         while let Some((next, row)) = decided.pop_front() {
@@ -320,12 +350,17 @@ pub fn generate_observed(
         // The last emitted token is not in the cache yet: feed it, with the drafts after it.
         let last = *history.last().unwrap_or(&0);
         let room = (cache.capacity() - cache.len() - 1).min(opts.max_tokens - out.len());
-        let drafts =
-            if speculate && gate.open() { ngram_draft(&history, opts.speculate.min(room)) } else { Vec::new() };
+        let drafts = if speculate && gate.open() {
+            ngram_draft(&history, gate.draft_len(opts.speculate).min(room))
+        } else {
+            Vec::new()
+        };
         let step = Instant::now();
         if drafts.is_empty() {
             let logits = ctx.run_on_pool(|| model.forward(&[last], cache, false))?.to_f32_vec();
-            gate.record_plain(step.elapsed().as_secs_f64());
+            if timed_gate {
+                gate.record_plain(step.elapsed().as_secs_f64());
+            }
             let next = sampler.next(&logits, &history)?;
             decided.push_back((next, logits));
             continue;
@@ -360,7 +395,7 @@ pub fn generate_observed(
             kept += 1;
         }
         history.truncate(mark);
-        gate.record(kept, verify_secs);
+        gate.record(drafts.len(), kept, verify_secs);
         drafted += drafts.len();
         accepted += kept;
         // The cache keeps `last` and the drafts that were kept.
@@ -394,7 +429,7 @@ mod tests {
     fn closed_steps(gate: &mut DraftGate, kept: usize, secs: f64) -> usize {
         for _ in 0..DraftGate::WINDOW {
             assert!(gate.open());
-            gate.record(kept, secs);
+            gate.record(3, kept, secs);
         }
         let mut n = 0;
         while !gate.open() {
@@ -422,6 +457,28 @@ mod tests {
         let mut fast = DraftGate::default();
         fast.record_plain(0.01);
         assert_eq!(closed_steps(&mut fast, 0, 0.009), 0);
+    }
+
+    #[test]
+    fn draft_gate_sets_the_draft_length() {
+        let mut gate = DraftGate::default();
+        gate.record_plain(0.01);
+        assert_eq!(gate.draft_len(8), DraftGate::FIRST_LEN);
+        assert_eq!(gate.draft_len(2), 2, "never more than asked");
+        let window = |gate: &mut DraftGate, kept: usize| {
+            for _ in 0..DraftGate::WINDOW {
+                let len = gate.draft_len(16);
+                gate.record(len, kept.min(len), 0.001);
+            }
+            gate.draft_len(16)
+        };
+        assert_eq!(window(&mut gate, 2), 4, "all kept: doubles");
+        assert_eq!(window(&mut gate, 99), 8);
+        assert_eq!(window(&mut gate, 99), 16);
+        assert_eq!(window(&mut gate, 99), 16, "capped by the request");
+        assert_eq!(window(&mut gate, 2), 8, "under a quarter kept: halves");
+        assert_eq!(window(&mut gate, 3), 8, "between: stays");
+        assert_eq!(window(&mut gate, 0), 4);
     }
 
     #[test]
