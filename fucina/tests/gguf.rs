@@ -82,6 +82,24 @@ fn tensors_are_zero_copy_views_of_the_map() {
     assert!(f.tensor_data("nope").is_err());
 }
 
+/// Releasing pages (the DeepSeek expert budget does, after `--no-mmap` too) never changes a
+/// byte: the file's pages are read again, and a copy in anonymous memory is left alone (its
+/// dropped pages would read back as zeros).
+#[test]
+fn releasing_pages_keeps_every_byte() {
+    let all = [
+        GgufFile::open(golden_path()).unwrap(),
+        GgufFile::open_resident(golden_path()).unwrap(),
+        GgufFile::from_bytes(FILE).unwrap(),
+    ];
+    for f in all {
+        let before = f.tensor_f32("t.f32").unwrap();
+        f.release(0, f.bytes().len());
+        assert_eq!(&f.bytes()[..FILE.len()], FILE);
+        assert_eq!(f.tensor_f32("t.f32").unwrap(), before);
+    }
+}
+
 #[test]
 fn every_truncation_is_an_error_not_a_panic() {
     // Only the trailing padding after the last tensor may be cut; any shorter prefix is an error.

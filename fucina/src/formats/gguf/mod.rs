@@ -91,6 +91,9 @@ fn page_range(offset: usize, len: usize, total: usize) -> Option<(usize, usize)>
 pub struct GgufFile {
     map: Arc<memmap2::Mmap>,
     header: GgufHeader,
+    /// Whether `map` maps the file itself (its pages can be dropped and read again), rather
+    /// than anonymous memory holding a copy (whose dropped pages would read back as zeros).
+    file_backed: bool,
 }
 
 impl GgufFile {
@@ -103,7 +106,7 @@ impl GgufFile {
         // process truncating the file while it is mapped is outside what any reader can guard.
         let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(io)?;
         let header = parse(&map)?;
-        Ok(GgufFile { map: Arc::new(map), header })
+        Ok(GgufFile { map: Arc::new(map), header, file_backed: true })
     }
 
     /// Reads a whole file into anonymous memory (asking the kernel for huge pages) and
@@ -124,7 +127,7 @@ impl GgufFile {
         file.read_exact(&mut mem[..len]).map_err(io)?;
         let map = mem.make_read_only().map_err(io)?;
         let header = parse(&map[..len])?;
-        Ok(GgufFile { map: Arc::new(map), header })
+        Ok(GgufFile { map: Arc::new(map), header, file_backed: false })
     }
 
     /// Parses a GGUF image held in memory (copied into an aligned anonymous map, so the
@@ -135,7 +138,7 @@ impl GgufFile {
         mem[..bytes.len()].copy_from_slice(bytes);
         let map = mem.make_read_only().map_err(io)?;
         let header = parse(&map[..bytes.len()])?;
-        Ok(GgufFile { map: Arc::new(map), header })
+        Ok(GgufFile { map: Arc::new(map), header, file_backed: false })
     }
 
     /// Asks the kernel to start reading bytes `offset..offset + len` of the file in the
@@ -148,8 +151,13 @@ impl GgufFile {
 
     /// Tells the kernel the pages of bytes `offset..offset + len` are not needed now
     /// (`MADV_DONTNEED`): they may be dropped from memory and are read again from the file
-    /// on the next access. A hint, errors ignored.
+    /// on the next access. A hint, errors ignored; nothing at all when the bytes are a copy in
+    /// anonymous memory ([`GgufFile::open_resident`], [`GgufFile::from_bytes`]), whose dropped
+    /// pages would come back as zeros.
     pub fn release(&self, offset: usize, len: usize) {
+        if !self.file_backed {
+            return;
+        }
         if let Some((start, n)) = page_range(offset, len, self.map.len()) {
             // SAFETY: the map is a read-only shared mapping of a file: after DONTNEED the
             // pages are refilled from the file on the next access, so every byte read later
