@@ -141,8 +141,17 @@ impl ModelFile {
     /// `w` in the layout the backend wants for this CPU ([`QWeight::prepared`]), counted in
     /// [`ModelFile::repacked_bytes`]: for matrices that stay resident (not for experts streamed
     /// from the file's pages, whose bytes must stay the file's).
+    /// The file's pages of a repacked matrix are released (they are not read again), so the
+    /// memory the process holds counts the weight once.
     pub fn prepare<O: Axis, I: Axis>(&self, w: QWeight<O, I>) -> Result<QWeight<O, I>> {
+        let file = self.gguf.bytes().as_ptr_range();
+        let range = w.bytes().as_ptr_range();
+        let at = (file.start <= range.start && range.end <= file.end)
+            .then(|| (range.start as usize - file.start as usize, w.bytes().len()));
         let w = w.prepared()?;
+        if let (true, Some((offset, len))) = (w.is_repacked(), at) {
+            self.gguf.release(offset, len);
+        }
         self.repacked.fetch_add(w.resident_bytes(), std::sync::atomic::Ordering::Relaxed);
         Ok(w)
     }
