@@ -368,49 +368,7 @@ mod avx512 {
             unsafe {
                 let p = blk.as_ptr();
                 let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
-                let scale =
-                    |g: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(X16_Q6_SCALES + 16 * g) as *const __m128i));
-                // The offset's share: sum over groups g of scale[row][g] * bsum_g, two groups per
-                // vpdpwssd (sign-extended i16 pairs per row).
-                let mut bias = [_mm512_setzero_si512(); R];
-                for pr in 0..8 {
-                    let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
-                    let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
-                    let sw =
-                        _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(g0, g1), _mm_unpacklo_epi8(g0, g1)));
-                    for r in 0..R {
-                        let bs = (ab[r].as_ptr().add(260 + 4 * pr) as *const i32).read_unaligned();
-                        bias[r] = _mm512_dpwssd_epi32(bias[r], sw, _mm512_set1_epi32(bs));
-                    }
-                }
-                let mut isum: [__m512i; R] =
-                    std::array::from_fn(|r| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias[r], 5)));
-                for c in 0..2 {
-                    for h in 0..2 {
-                        // Values 128c + 64h + 32p + 4t + (0..4) of every row, p = 0 and 1.
-                        let mut s = [[_mm512_setzero_si512(); R]; 2];
-                        for t in 0..8 {
-                            let (u0, u1) = q6k_levels(p, c, h, t);
-                            for r in 0..R {
-                                let ap = ab[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
-                                let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
-                                let a1 = _mm512_set1_epi32((ap.add(32) as *const i32).read_unaligned());
-                                s[0][r] = _mm512_dpbusd_epi32(s[0][r], u0, a0);
-                                s[1][r] = _mm512_dpbusd_epi32(s[1][r], u1, a1);
-                            }
-                            if t % 4 == 3 {
-                                // Groups of sixteen values end here: g = 8c + 4h + 2p + t / 4.
-                                for pp in 0..2 {
-                                    let sc = scale(8 * c + 4 * h + 2 * pp + t / 4);
-                                    for r in 0..R {
-                                        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[pp][r], sc));
-                                        s[pp][r] = _mm512_setzero_si512();
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+                let isum = q6k_isum(p, ab, |c, h, t| q6k_levels(p, c, h, t));
                 for r in 0..R {
                     let da = _mm512_set1_ps(f32::from_le_bytes([ab[r][0], ab[r][1], ab[r][2], ab[r][3]]));
                     acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[r]), acc[r]);
@@ -420,6 +378,69 @@ mod avx512 {
         for r in 0..R {
             // SAFETY: 64 bytes are written into a 16-float row.
             unsafe { _mm512_storeu_ps(res[r].as_mut_ptr(), acc[r]) };
+        }
+    }
+
+    /// The integer sums of one interleaved Q6_K super-block (at `p`) with `R` Q8_K activation
+    /// blocks, sixteen rows per vector: `sum_g scale_g (sum u a - 32 bsum_g)`, the levels `u`
+    /// of step `(c, h, t)` given by `levels` (computed from the block or read from a tile).
+    ///
+    /// # Safety
+    /// As for [`dot_q6k`]; `p` is a whole interleaved super-block, each `a[r]` a Q8_K block,
+    /// and `levels` returns the block's levels.
+    #[allow(clippy::needless_range_loop)]
+    #[inline(always)]
+    unsafe fn q6k_isum<const R: usize>(
+        p: *const u8,
+        a: [&[u8]; R],
+        levels: impl Fn(usize, usize, usize) -> (__m512i, __m512i),
+    ) -> [__m512i; R] {
+        // SAFETY: the loads stay in the super-block (scales 32..288) and the activation blocks
+        // (4 + 128c + 64h + 32p + 4t + 4 <= 260, sums 260..292).
+        unsafe {
+            let scale =
+                |g: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(X16_Q6_SCALES + 16 * g) as *const __m128i));
+            // The offset's share: sum over groups g of scale[row][g] * bsum_g, two groups per
+            // vpdpwssd (sign-extended i16 pairs per row).
+            let mut bias = [_mm512_setzero_si512(); R];
+            for pr in 0..8 {
+                let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
+                let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
+                let sw = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(g0, g1), _mm_unpacklo_epi8(g0, g1)));
+                for r in 0..R {
+                    let bs = (a[r].as_ptr().add(260 + 4 * pr) as *const i32).read_unaligned();
+                    bias[r] = _mm512_dpwssd_epi32(bias[r], sw, _mm512_set1_epi32(bs));
+                }
+            }
+            let mut isum: [__m512i; R] =
+                std::array::from_fn(|r| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias[r], 5)));
+            for c in 0..2 {
+                for h in 0..2 {
+                    // Values 128c + 64h + 32p + 4t + (0..4) of every row, p = 0 and 1.
+                    let mut s = [[_mm512_setzero_si512(); R]; 2];
+                    for t in 0..8 {
+                        let (u0, u1) = levels(c, h, t);
+                        for r in 0..R {
+                            let ap = a[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
+                            let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
+                            let a1 = _mm512_set1_epi32((ap.add(32) as *const i32).read_unaligned());
+                            s[0][r] = _mm512_dpbusd_epi32(s[0][r], u0, a0);
+                            s[1][r] = _mm512_dpbusd_epi32(s[1][r], u1, a1);
+                        }
+                        if t % 4 == 3 {
+                            // Groups of sixteen values end here: g = 8c + 4h + 2p + t / 4.
+                            for pp in 0..2 {
+                                let sc = scale(8 * c + 4 * h + 2 * pp + t / 4);
+                                for r in 0..R {
+                                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[pp][r], sc));
+                                    s[pp][r] = _mm512_setzero_si512();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            isum
         }
     }
 
@@ -498,46 +519,10 @@ mod avx512 {
         unsafe {
             let p = blk.as_ptr();
             let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
-            let scale =
-                |g: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(X16_Q6_SCALES + 16 * g) as *const __m128i));
-            let mut bias = [_mm512_setzero_si512(); R];
-            for pr in 0..8 {
-                let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
-                let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
-                let sw = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(g0, g1), _mm_unpacklo_epi8(g0, g1)));
-                for r in 0..R {
-                    let bs = (a[r].as_ptr().add(260 + 4 * pr) as *const i32).read_unaligned();
-                    bias[r] = _mm512_dpwssd_epi32(bias[r], sw, _mm512_set1_epi32(bs));
-                }
-            }
-            let mut isum: [__m512i; R] =
-                std::array::from_fn(|r| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias[r], 5)));
-            for c in 0..2 {
-                for h in 0..2 {
-                    let mut s = [[_mm512_setzero_si512(); R]; 2];
-                    for t in 0..8 {
-                        let o = tile.as_ptr().add(128 * (8 * (2 * c + h) + t));
-                        let u0 = _mm512_loadu_si512(o as *const __m512i);
-                        let u1 = _mm512_loadu_si512(o.add(64) as *const __m512i);
-                        for r in 0..R {
-                            let ap = a[r].as_ptr().add(4 + 128 * c + 64 * h + 4 * t);
-                            let a0 = _mm512_set1_epi32((ap as *const i32).read_unaligned());
-                            let a1 = _mm512_set1_epi32((ap.add(32) as *const i32).read_unaligned());
-                            s[0][r] = _mm512_dpbusd_epi32(s[0][r], u0, a0);
-                            s[1][r] = _mm512_dpbusd_epi32(s[1][r], u1, a1);
-                        }
-                        if t % 4 == 3 {
-                            for pp in 0..2 {
-                                let sc = scale(8 * c + 4 * h + 2 * pp + t / 4);
-                                for r in 0..R {
-                                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[pp][r], sc));
-                                    s[pp][r] = _mm512_setzero_si512();
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let isum = q6k_isum(p, a, |c, h, t| {
+                let o = tile.as_ptr().add(128 * (8 * (2 * c + h) + t));
+                (_mm512_loadu_si512(o as *const __m512i), _mm512_loadu_si512(o.add(64) as *const __m512i))
+            });
             for r in 0..R {
                 let da = _mm512_set1_ps(f32::from_le_bytes([a[r][0], a[r][1], a[r][2], a[r][3]]));
                 let prev = _mm512_loadu_ps(acc[r].as_ptr());
