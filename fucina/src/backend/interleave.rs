@@ -123,11 +123,6 @@ impl Interleaved {
     }
 }
 
-/// Whether a `[rows, cols]` Q4_K matrix can take the interleaved layout.
-pub fn fits_x16(rows: usize, cols: usize) -> bool {
-    Interleaved::Q4K.fits(rows, cols)
-}
-
 /// Repacks a row-major matrix `[rows, cols]` of `f`'s blocks (`src`) into the interleaved
 /// layout, into `out` of the same length. Panics unless [`Interleaved::fits`] and the lengths
 /// agree (callers check).
@@ -163,11 +158,6 @@ pub fn interleave_groups(f: Interleaved, cols: usize, src: &[u8], g0: usize, out
     let rows = out.len() / group.max(1) * X16;
     let src = &src[g0 * group..g0 * group + out.len()];
     interleave(f, rows, cols, src, out)
-}
-
-/// Repacks a Q4_K matrix ([`interleave`] with [`Interleaved::Q4K`]).
-pub fn interleave_q4k(rows: usize, cols: usize, src: &[u8], out: &mut [u8]) {
-    interleave(Interleaved::Q4K, rows, cols, src, out)
 }
 
 /// Gathers row `j` of an interleaved matrix of `f`'s blocks with `cols` columns back into its

@@ -11,7 +11,7 @@
 //! only the f32 accumulation across blocks rounds differently.
 
 use super::super::interleave::{
-    Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_QS, X16_SCALES,
+    gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_QS, X16_SCALES,
 };
 use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
@@ -73,6 +73,22 @@ impl Acts<'_> {
     fn row(&self, i: usize) -> &[u8] {
         &self.qa[i * self.a_row..(i + 1) * self.a_row]
     }
+
+    /// Rows `i..i + R`.
+    fn rows<const R: usize>(&self, i: usize) -> [&[u8]; R] {
+        std::array::from_fn(|d| self.row(i + d))
+    }
+
+    /// Block `b` (Q8_K) of rows `i..i + R`.
+    fn blocks<const R: usize>(&self, i: usize, b: usize) -> [&[u8]; R] {
+        std::array::from_fn(|d| &self.row(i + d)[b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES])
+    }
+
+    /// Q8_0: the block scales and sums of rows `i..i + R`.
+    fn q8<const R: usize>(&self, i: usize) -> [(&[f32], &[i32]); R] {
+        let nb = self.nb;
+        std::array::from_fn(|d| (&self.ad[(i + d) * nb..(i + d + 1) * nb], &self.asum[(i + d) * nb..(i + d + 1) * nb]))
+    }
 }
 
 /// The output `[m, n]`, written by ranges of sixteen-row groups from several tasks.
@@ -102,19 +118,18 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
             acc.iter_mut().for_each(|a| *a = [0.0; X16]);
             for b in 0..acts.nb {
                 let blk = &w.data[g * gb + b * X16_Q6_BLOCK..g * gb + (b + 1) * X16_Q6_BLOCK];
-                let ab = |i: usize| &acts.row(i)[b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES];
                 // SAFETY: has_avx512_int reports the features the kernels enable; `blk` is one
-                // whole interleaved super-block and each `ab(i)` the matching Q8_K block.
+                // whole interleaved super-block and each activation block the matching Q8_K block.
                 unsafe { avx512::unpack_q6k(blk, &mut tile) };
                 for (c, rows) in acc.chunks_mut(4).enumerate() {
                     let i = 4 * c;
                     // SAFETY: as above; `rows` holds as many rows as activation rows passed.
                     unsafe {
                         match rows.len() {
-                            4 => avx512::dot_q6k_tile::<4>(blk, &tile, [ab(i), ab(i + 1), ab(i + 2), ab(i + 3)], rows),
-                            3 => avx512::dot_q6k_tile::<3>(blk, &tile, [ab(i), ab(i + 1), ab(i + 2)], rows),
-                            2 => avx512::dot_q6k_tile::<2>(blk, &tile, [ab(i), ab(i + 1)], rows),
-                            _ => avx512::dot_q6k_tile::<1>(blk, &tile, [ab(i)], rows),
+                            4 => avx512::dot_q6k_tile::<4>(blk, &tile, acts.blocks(i, b), rows),
+                            3 => avx512::dot_q6k_tile::<3>(blk, &tile, acts.blocks(i, b), rows),
+                            2 => avx512::dot_q6k_tile::<2>(blk, &tile, acts.blocks(i, b), rows),
+                            _ => avx512::dot_q6k_tile::<1>(blk, &tile, acts.blocks(i, b), rows),
                         }
                     }
                 }
@@ -127,8 +142,6 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
     }
     #[cfg(target_arch = "x86_64")]
     if has_avx512_int() {
-        let act = |i: usize| acts.row(i);
-        let q8 = |i: usize| (&acts.ad[i * acts.nb..(i + 1) * acts.nb], &acts.asum[i * acts.nb..(i + 1) * acts.nb]);
         for g in g0..g1 {
             let blocks = &w.data[g * gb..(g + 1) * gb];
             let mut i = 0;
@@ -140,38 +153,18 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
                 // Q8_0 blocks (with their scales and sums for Q8_0).
                 unsafe {
                     match (f, r) {
-                        (Interleaved::Q4K, 4) => {
-                            avx512::dot_q4k::<4>(blocks, [act(i), act(i + 1), act(i + 2), act(i + 3)], &mut res)
-                        }
-                        (Interleaved::Q4K, 3) => {
-                            avx512::dot_q4k::<3>(blocks, [act(i), act(i + 1), act(i + 2)], &mut res)
-                        }
-                        (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, [act(i), act(i + 1)], &mut res),
-                        (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, [act(i)], &mut res),
-                        (Interleaved::Q6K, 4) => {
-                            avx512::dot_q6k::<4>(blocks, [act(i), act(i + 1), act(i + 2), act(i + 3)], &mut res)
-                        }
-                        (Interleaved::Q6K, 3) => {
-                            avx512::dot_q6k::<3>(blocks, [act(i), act(i + 1), act(i + 2)], &mut res)
-                        }
-                        (Interleaved::Q6K, 2) => avx512::dot_q6k::<2>(blocks, [act(i), act(i + 1)], &mut res),
-                        (Interleaved::Q6K, _) => avx512::dot_q6k::<1>(blocks, [act(i)], &mut res),
-                        (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(
-                            blocks,
-                            [act(i), act(i + 1), act(i + 2), act(i + 3)],
-                            [q8(i), q8(i + 1), q8(i + 2), q8(i + 3)],
-                            &mut res,
-                        ),
-                        (Interleaved::Q8_0, 3) => avx512::dot_q8_0::<3>(
-                            blocks,
-                            [act(i), act(i + 1), act(i + 2)],
-                            [q8(i), q8(i + 1), q8(i + 2)],
-                            &mut res,
-                        ),
-                        (Interleaved::Q8_0, 2) => {
-                            avx512::dot_q8_0::<2>(blocks, [act(i), act(i + 1)], [q8(i), q8(i + 1)], &mut res)
-                        }
-                        (Interleaved::Q8_0, _) => avx512::dot_q8_0::<1>(blocks, [act(i)], [q8(i)], &mut res),
+                        (Interleaved::Q4K, 4) => avx512::dot_q4k::<4>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q4K, 3) => avx512::dot_q4k::<3>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q6K, 4) => avx512::dot_q6k::<4>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q6K, 3) => avx512::dot_q6k::<3>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q6K, 2) => avx512::dot_q6k::<2>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q6K, _) => avx512::dot_q6k::<1>(blocks, acts.rows(i), &mut res),
+                        (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), &mut res),
+                        (Interleaved::Q8_0, 3) => avx512::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), &mut res),
+                        (Interleaved::Q8_0, 2) => avx512::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), &mut res),
+                        (Interleaved::Q8_0, _) => avx512::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), &mut res),
                     }
                 }
                 for (d, v) in res.iter().take(r).enumerate() {
@@ -188,12 +181,16 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         Interleaved::Q6K => qdot_k::row_kernel(qdot_k::KFormat::Q6K),
         Interleaved::Q8_0 => qdot::row_kernel(false),
     };
-    let mut buf = Vec::new();
+    // The group's sixteen rows gathered once, then met by every activation row.
+    let row_bytes = w.format.row_bytes(w.cols);
+    let mut rows = vec![0u8; X16 * row_bytes];
     for g in g0..g1 {
+        for (r, dst) in rows.chunks_exact_mut(row_bytes).enumerate() {
+            gather_row(f, w.data, w.cols, g * X16 + r, dst);
+        }
         let mut cols = [0.0f32; X16];
         for i in 0..m {
-            for (r, c) in cols.iter_mut().enumerate() {
-                let row = w.gather_row(g * X16 + r, &mut buf);
+            for (c, row) in cols.iter_mut().zip(rows.chunks_exact(row_bytes)) {
                 // SAFETY: the gathered row holds whole blocks of the plain format, the
                 // activation row the matching Q8_K/Q8_0 blocks; the kernel was chosen for this CPU.
                 *c = unsafe { kern(row, acts.row(i)) };
