@@ -11,6 +11,7 @@
 
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
+use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::KvCache;
 use crate::llm::moe::top_k;
@@ -258,19 +259,30 @@ impl DeepSeek {
         tokens: &[u32],
         cache: &mut KvCache,
         all_logits: bool,
-        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+        routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
+        let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
+        let mut batch = [Segment { tokens, cache, rows }];
+        let mut out = self.forward_batch_traced(&mut batch, routes)?;
+        out.pop().ok_or(FucinaError::InvalidArgument { op: "DeepSeek::forward", msg: "no tokens".into() })
+    }
+
+    /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product and
+    /// expert takes the rows of all of them, attention runs per sequence over its own latent
+    /// cache. `routes` as in [`DeepSeek::forward_traced`], over the batch's rows in order.
+    pub fn forward_batch_traced(
+        &self,
+        batch: &mut [Segment<'_>],
+        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+    ) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
         let c = &self.config;
-        if tokens.is_empty() {
-            return Err(FucinaError::InvalidArgument { op: "DeepSeek::forward", msg: "no tokens".into() });
-        }
-        cache.check_room(tokens.len())?;
-        let (cos, sin) = self.rope.tables(cache.len(), tokens.len(), self.rope_mscale)?;
-        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
+        let spans = batch::spans(batch, "DeepSeek::forward")?;
+        let (cos, sin) = batch::rope_tables(&self.rope, batch, self.rope_mscale)?;
+        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(&batch::tokens(batch))?;
         for (l, b) in self.blocks.iter().enumerate() {
             self.prefetch_next_experts(l, &x)?;
             let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
-            let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
+            let a = self.attention(l, &b.attn, &h, &cos, &sin, &spans, batch)?;
             x = x.add(&a)?;
             let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
             let m = match &b.ffn {
@@ -285,8 +297,13 @@ impl DeepSeek {
             };
             x = x.add(&m)?;
         }
-        cache.advance(tokens.len())?;
-        lm_head(x, all_logits, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
+        let logits = if batch.iter().any(|s| s.rows != LogitRows::None) {
+            let x = batch::head_rows(x, &spans, batch)?;
+            Some(lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)?)
+        } else {
+            None
+        };
+        batch::finish(batch, logits, c.vocab)
     }
 
     /// When experts stream under a budget: guesses layer `l + 1`'s experts from the residual
@@ -326,7 +343,8 @@ impl DeepSeek {
         x: &Tensor<axes![seq, hidden]>,
         cos: &Tensor<axes![seq, head_dim]>,
         sin: &Tensor<axes![seq, head_dim]>,
-        cache: &mut KvCache,
+        spans: &[(usize, usize)],
+        batch: &mut [Segment<'_>],
     ) -> Result<Tensor<axes![seq, hidden]>> {
         let c = &self.config;
         let (s, nh) = (x.size::<seq>(), c.heads);
@@ -355,18 +373,24 @@ impl DeepSeek {
             .rope(&rcos, &rsin, RopeStyle::Pairs)?;
         let row: Tensor<axes![seq, lat_rot]> =
             Tensor::concat::<lat_rot>(&[&lat.rename::<latent, lat_rot>()?, &k_rot.rename::<rot, lat_rot>()?])?;
-        let start = cache.len();
-        cache.write_keys(layer, &row.reshape::<axes![kv_head, seq, head_dim]>(&[1, s, c.kv_lora + c.qk_rope])?)?;
         // Absorbed query: [q_nope W_kb, q_rope] per head, against [latent, k_rope] per position.
         let q_lat: Tensor<axes![seq, head, latent]> = einsum!(q_nope, a.k_b; nope ->)?;
         let qcat: Tensor<axes![seq, head, lat_rot]> =
             Tensor::concat::<lat_rot>(&[&q_lat.rename::<latent, lat_rot>()?, &q_rot.rename::<rot, lat_rot>()?])?;
         let qcat: Tensor<axes![seq, kv_head, group, lat_rot]> = qcat.reshape(&[s, 1, nh, c.kv_lora + c.qk_rope])?;
-        let keys: Tensor<axes![kv_head, kv_seq, lat_rot]> = cache.keys(layer, s)?.rename::<head_dim, lat_rot>()?;
-        let values: Tensor<axes![kv_head, kv_seq, latent]> =
-            keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
-        let o: Tensor<axes![seq, kv_head, group, latent]> =
-            attention(&qcat, &keys, &values, c.softmax_scale(), Some(start))?;
+        // Each sequence writes its positions' latents and rotary keys, and attends over its
+        // own cache.
+        let o = batch::per_segment(&qcat, spans, batch, |q, (at, n), cache| {
+            let start = cache.len();
+            let row = row.narrow::<seq>(at, n)?.contiguous()?;
+            cache.write_keys(layer, &row.reshape::<axes![kv_head, seq, head_dim]>(&[1, n, c.kv_lora + c.qk_rope])?)?;
+            let keys: Tensor<axes![kv_head, kv_seq, lat_rot]> = cache.keys(layer, n)?.rename::<head_dim, lat_rot>()?;
+            let values: Tensor<axes![kv_head, kv_seq, latent]> =
+                keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
+            let o: Tensor<axes![seq, kv_head, group, latent]> =
+                attention(q, &keys, &values, c.softmax_scale(), Some(start))?;
+            Ok(o)
+        })?;
         let o: Tensor<axes![seq, head, latent]> = o.reshape(&[s, nh, c.kv_lora])?;
         let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
         let o: Tensor<axes![seq, o_flat]> = o.contiguous()?.reshape(&[s, nh * c.v_head])?;
@@ -461,5 +485,9 @@ impl crate::llm::generate::CausalLm for DeepSeek {
 
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
         self.forward_traced(tokens, cache, all_logits, None)
+    }
+
+    fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
+        self.forward_batch_traced(batch, None)
     }
 }

@@ -1,7 +1,11 @@
-//! The generation loop shared by the language models: prefill the prompt in one batch,
-//! then decode one token at a time, sampling, streaming text out as whole UTF-8 characters,
-//! and stopping on an end token or the token budget.
+//! The generation loop shared by the language models: prefill the prompt (whole, or in
+//! chunks that share passes with other sequences), then decode a token at a time (with
+//! drafts verified in one pass when speculating), sampling, streaming text out as whole
+//! UTF-8 characters, and stopping on an end token or the token budget. One sequence runs as
+//! a [`Decoding`] of steps, so several can share each forward pass ([`generate_batch`],
+//! the server's slots).
 
+use super::batch::{LogitRows, Segment};
 use super::kv_cache::KvCache;
 use super::sampling::Sampler;
 use super::tokenizer::Tokenizer;
@@ -19,6 +23,24 @@ pub trait CausalLm: Sync {
     /// Logits `[seq, vocab]` for `tokens` after the cache's positions (only the last row
     /// unless `all_logits`), appending to the cache.
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>>;
+    /// One pass over several sequences, each after its own cache's positions (see
+    /// [`crate::llm::batch`]): each sequence's logits rows, in order. Every sequence is
+    /// checked before anything runs. The models read each weight once for the whole batch;
+    /// this default runs the sequences one after another.
+    fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
+        crate::llm::batch::spans(batch, "forward_batch")?;
+        batch
+            .iter_mut()
+            .map(|s| {
+                let t = self.forward(s.tokens, s.cache, s.rows == LogitRows::All)?;
+                if s.rows == LogitRows::None {
+                    t.narrow::<seq>(0, 0)
+                } else {
+                    Ok(t)
+                }
+            })
+            .collect()
+    }
 }
 
 /// Why generation stopped.
@@ -258,6 +280,290 @@ impl Utf8Stream {
     }
 }
 
+/// One sequence's generation as a sequence of steps, so that several sequences can share
+/// each forward pass ([`CausalLm::forward_batch`]): [`Decoding::input`] says what the
+/// sequence feeds next (a chunk of its prompt, or its last token and perhaps drafts after
+/// it), [`Decoding::absorb`] takes the logits of that feed, samples, and emits text. A
+/// single sequence run this way is [`generate`]; many in lockstep are [`generate_batch`]; the
+/// server's slots are many that come and go.
+#[derive(Debug)]
+pub struct Decoding {
+    max_tokens: usize,
+    stop_tokens: Vec<u32>,
+    speculate: usize,
+    /// The cache's length before the prompt.
+    base: usize,
+    prompt: Vec<u32>,
+    /// Prompt tokens fed so far.
+    prompt_fed: usize,
+    history: Vec<u32>,
+    /// Tokens decided but not yet emitted, each with the logits row it was picked from.
+    decided: std::collections::VecDeque<(u32, Vec<f32>)>,
+    out: Vec<u32>,
+    text: Utf8Stream,
+    gate: DraftGate,
+    timed_gate: bool,
+    /// The feed in flight: the cache length before it, its drafts, whether it ran alone, and
+    /// when it was handed out.
+    pending: Option<Pending>,
+    drafted: usize,
+    accepted: usize,
+    started: Instant,
+    decode_started: Option<Instant>,
+    prefill_seconds: f64,
+    stop: Option<StopReason>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    start: usize,
+    drafts: Vec<u32>,
+    prompt_chunk: usize,
+    alone: bool,
+    at: Instant,
+}
+
+/// What a sequence feeds in its next step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// The tokens, after the cache's positions.
+    pub tokens: Vec<u32>,
+    /// The logits rows the step needs back.
+    pub rows: LogitRows,
+}
+
+impl Decoding {
+    /// Starts generating after `prompt`, into a cache that holds `cache_len` positions
+    /// already (`opts.context`, when given, are those positions' tokens). The sampler's
+    /// state (grammar, seed) belongs to the caller and is passed to every step.
+    pub fn new(prompt: &[u32], cache: &KvCache, sampler: &Sampler, opts: &GenerateOptions) -> Result<Decoding> {
+        if prompt.is_empty() {
+            return Err(FucinaError::InvalidArgument { op: "generate", msg: "the prompt has no tokens".into() });
+        }
+        cache.check_room(prompt.len())?;
+        let base = cache.len();
+        if !opts.context.is_empty() && opts.context.len() != base {
+            return Err(FucinaError::InvalidArgument {
+                op: "generate",
+                msg: format!("{} context tokens for a cache holding {base}", opts.context.len()),
+            });
+        }
+        Ok(Decoding {
+            max_tokens: opts.max_tokens,
+            stop_tokens: opts.stop_tokens.clone(),
+            // Drafts are verified by the sampler's acceptance rule; with a grammar every
+            // token is sampled one at a time.
+            speculate: if sampler.has_processor() { 0 } else { opts.speculate },
+            base,
+            prompt: prompt.to_vec(),
+            prompt_fed: 0,
+            history: opts.context.iter().chain(prompt).copied().collect(),
+            decided: std::collections::VecDeque::new(),
+            out: Vec::new(),
+            text: Utf8Stream::default(),
+            gate: DraftGate::default(),
+            // The gate's decisions change which random numbers a sampled answer draws, so a
+            // seeded sampled run must not depend on timing: only greedy decoding (whose
+            // output drafts never change) lets the gate time its steps; sampled decoding
+            // uses its counting rule.
+            timed_gate: sampler.params().temperature == 0.0,
+            pending: None,
+            drafted: 0,
+            accepted: 0,
+            started: Instant::now(),
+            decode_started: None,
+            prefill_seconds: 0.0,
+            stop: None,
+        })
+    }
+
+    /// Whether generation has ended.
+    pub fn is_done(&self) -> bool {
+        self.stop.is_some()
+    }
+
+    /// Whether the prompt is still being fed.
+    pub fn in_prefill(&self) -> bool {
+        self.prompt_fed < self.prompt.len()
+    }
+
+    /// Prompt tokens not fed yet.
+    pub fn prompt_left(&self) -> usize {
+        self.prompt.len() - self.prompt_fed
+    }
+
+    /// The tokens generated so far.
+    pub fn generated(&self) -> &[u32] {
+        &self.out
+    }
+
+    /// What to feed next: at most `prompt_chunk` (at least 1) tokens of the prompt while it
+    /// lasts, then the last token, with drafts after it when speculating and `alone` (the
+    /// only sequence of its step: drafts pay where one sequence leaves the machine idle).
+    /// `None` once generation has ended.
+    pub fn input(&mut self, cache: &KvCache, prompt_chunk: usize, alone: bool) -> Option<Input> {
+        if self.stop.is_some() {
+            return None;
+        }
+        let at = Instant::now();
+        if self.in_prefill() {
+            let n = prompt_chunk.max(1).min(self.prompt_left());
+            let tokens = self.prompt[self.prompt_fed..self.prompt_fed + n].to_vec();
+            let rows = if self.prompt_fed + n == self.prompt.len() { LogitRows::Last } else { LogitRows::None };
+            self.pending = Some(Pending { start: cache.len(), drafts: Vec::new(), prompt_chunk: n, alone, at });
+            return Some(Input { tokens, rows });
+        }
+        // The last emitted token is not in the cache yet: feed it, with the drafts after it.
+        let last = *self.history.last().unwrap_or(&0);
+        let room = (cache.capacity() - cache.len() - 1).min(self.max_tokens - self.out.len());
+        let drafts = if self.speculate > 0 && alone && self.gate.open() {
+            ngram_draft(&self.history, self.gate.draft_len(self.speculate).min(room))
+        } else {
+            Vec::new()
+        };
+        let mut tokens = Vec::with_capacity(drafts.len() + 1);
+        tokens.push(last);
+        tokens.extend_from_slice(&drafts);
+        let rows = if drafts.is_empty() { LogitRows::Last } else { LogitRows::All };
+        self.pending = Some(Pending { start: cache.len(), drafts, prompt_chunk: 0, alone, at });
+        Some(Input { tokens, rows })
+    }
+
+    /// Takes the logits rows of the last [`Decoding::input`] (fed to the model, which
+    /// appended to `cache`), samples, and emits what was decided: `on_token` gets each token
+    /// and the logits row it came from, `on_text` the complete text (returning `false`
+    /// stops).
+    #[allow(clippy::too_many_arguments)]
+    pub fn absorb(
+        &mut self,
+        logits: &[f32],
+        cache: &mut KvCache,
+        sampler: &mut Sampler,
+        tokenizer: &Tokenizer,
+        on_text: &mut dyn FnMut(&str) -> bool,
+        on_token: &mut dyn FnMut(u32, &[f32]),
+    ) -> Result<()> {
+        let Some(p) = self.pending.take() else {
+            return Err(FucinaError::InvalidArgument { op: "Decoding::absorb", msg: "no step in flight".into() });
+        };
+        if p.prompt_chunk > 0 {
+            self.prompt_fed += p.prompt_chunk;
+            if self.in_prefill() {
+                return Ok(());
+            }
+            let first = sampler.next(logits, &self.history)?;
+            self.decided.push_back((first, logits.to_vec()));
+            self.prefill_seconds = self.started.elapsed().as_secs_f64();
+            self.decode_started = Some(Instant::now());
+        } else if p.drafts.is_empty() {
+            if self.timed_gate && p.alone {
+                self.gate.record_plain(p.at.elapsed().as_secs_f64());
+            }
+            let next = sampler.next(logits, &self.history)?;
+            self.decided.push_back((next, logits.to_vec()));
+        } else {
+            let verify_secs = p.at.elapsed().as_secs_f64();
+            let rows = p.drafts.len() + 1;
+            if !logits.len().is_multiple_of(rows) {
+                return Err(FucinaError::InvalidArgument {
+                    op: "Decoding::absorb",
+                    msg: format!("{} logits for {rows} rows", logits.len()),
+                });
+            }
+            let vocab = logits.len() / rows;
+            // Row i predicts the token after feed[i]: keep drafts while the sampler's own
+            // distribution accepts them (greedy: while they are the argmax), then the token
+            // it draws instead. The kept drafts join the history while later rows are
+            // verified, and leave it again: they are emitted (and pushed for good) below.
+            let mark = self.history.len();
+            let mut kept = 0;
+            for (i, row) in logits.chunks_exact(vocab).enumerate() {
+                let Some(&draft) = p.drafts.get(i) else {
+                    // Every draft kept: the last row gives one more token.
+                    let t = sampler.next(row, &self.history)?;
+                    self.decided.push_back((t, row.to_vec()));
+                    break;
+                };
+                let (t, keep) = sampler.verify_draft(row, &self.history, draft);
+                self.decided.push_back((t, row.to_vec()));
+                if !keep {
+                    break;
+                }
+                self.history.push(t);
+                kept += 1;
+            }
+            self.history.truncate(mark);
+            self.gate.record(p.drafts.len(), kept, verify_secs);
+            self.drafted += p.drafts.len();
+            self.accepted += kept;
+            // The cache keeps the fed token and the drafts that were kept.
+            cache.truncate(p.start + 1 + kept);
+        }
+        self.emit(cache, sampler, tokenizer, on_text, on_token)
+    }
+
+    fn emit(
+        &mut self,
+        cache: &KvCache,
+        sampler: &Sampler,
+        tokenizer: &Tokenizer,
+        on_text: &mut dyn FnMut(&str) -> bool,
+        on_token: &mut dyn FnMut(u32, &[f32]),
+    ) -> Result<()> {
+        while let Some((next, row)) = self.decided.pop_front() {
+            if self.out.len() >= self.max_tokens {
+                self.stop = Some(StopReason::Length);
+                return Ok(());
+            }
+            if self.stop_tokens.contains(&next) {
+                self.stop = Some(StopReason::EndToken);
+                return Ok(());
+            }
+            self.out.push(next);
+            self.history.push(next);
+            on_token(next, &row);
+            let piece = self.text.push(&tokenizer.decode_bytes(&[next])?);
+            if !piece.is_empty() && !on_text(&piece) {
+                self.stop = Some(StopReason::Cancelled);
+                return Ok(());
+            }
+            if sampler.is_done() {
+                // A grammar that is complete and cannot go on: the answer ends here.
+                self.stop = Some(StopReason::EndToken);
+                return Ok(());
+            }
+        }
+        if self.out.len() >= self.max_tokens {
+            self.stop = Some(StopReason::Length);
+        } else if cache.len() >= cache.capacity() {
+            self.stop = Some(StopReason::ContextFull);
+        }
+        Ok(())
+    }
+
+    /// Ends the sequence (if it has not ended, as cancelled): drops positions computed past
+    /// the end (drafts after a stop token) so the cache holds the prompt and the emitted
+    /// tokens (the last one at most), sends the rest of the text, and returns the generated
+    /// ids and the stats.
+    pub fn finish(mut self, cache: &mut KvCache, on_text: &mut dyn FnMut(&str) -> bool) -> (Vec<u32>, GenerationStats) {
+        cache.truncate(cache.len().min(self.base + self.prompt_fed + self.out.len()));
+        let rest = self.text.finish();
+        if !rest.is_empty() {
+            on_text(&rest);
+        }
+        let stats = GenerationStats {
+            prompt_tokens: self.prompt.len(),
+            generated_tokens: self.out.len(),
+            prefill_seconds: self.prefill_seconds,
+            decode_seconds: self.decode_started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+            stop: self.stop.take().unwrap_or(StopReason::Cancelled),
+            drafted: self.drafted,
+            accepted: self.accepted,
+        };
+        (self.out, stats)
+    }
+}
+
 /// Generates after `prompt` (token ids) into `cache`, which may already hold earlier turns
 /// (the prompt then continues them). `on_text` gets each piece of complete text and returns
 /// `false` to stop. The sampler's logit processor (a grammar), if any, constrains every
@@ -289,135 +595,72 @@ pub fn generate_observed(
     on_text: &mut dyn FnMut(&str) -> bool,
     on_token: &mut dyn FnMut(u32, &[f32]),
 ) -> Result<(Vec<u32>, GenerationStats)> {
-    if prompt.is_empty() {
-        return Err(FucinaError::InvalidArgument { op: "generate", msg: "the prompt has no tokens".into() });
-    }
-    cache.check_room(prompt.len())?;
-    let base = cache.len();
-    if !opts.context.is_empty() && opts.context.len() != base {
-        return Err(FucinaError::InvalidArgument {
-            op: "generate",
-            msg: format!("{} context tokens for a cache holding {base}", opts.context.len()),
-        });
-    }
-    let t0 = Instant::now();
+    let mut d = Decoding::new(prompt, cache, sampler, opts)?;
     let ctx = ExecContext::current();
-    let logits = ctx.run_on_pool(|| model.forward(prompt, cache, false))?.to_f32_vec();
-    let mut history: Vec<u32> = opts.context.iter().chain(prompt).copied().collect();
-    // Tokens decided but not yet emitted, each with the logits row it was picked from.
-    let mut decided: std::collections::VecDeque<(u32, Vec<f32>)> = std::collections::VecDeque::new();
-    let first = sampler.next(&logits, &history)?;
-    decided.push_back((first, logits));
-    let prefill_seconds = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let mut out = Vec::new();
-    let mut text = Utf8Stream::default();
-    // Drafts are verified by the sampler's acceptance rule; with a grammar every token is
-    // sampled one at a time.
-    let speculate = opts.speculate > 0 && !sampler.has_processor();
-    let mut gate = DraftGate::default();
-    // The gate's decisions change which random numbers a sampled answer draws, so a seeded
-    // sampled run must not depend on timing: only greedy decoding (whose output drafts never
-    // change) lets the gate time its steps; sampled decoding uses its counting rule.
-    let timed_gate = sampler.params().temperature == 0.0;
-    let (mut drafted, mut accepted) = (0, 0);
-    let stop = 'gen: loop {
-        while let Some((next, row)) = decided.pop_front() {
-            if out.len() >= opts.max_tokens {
-                break 'gen StopReason::Length;
-            }
-            if opts.stop_tokens.contains(&next) {
-                break 'gen StopReason::EndToken;
-            }
-            out.push(next);
-            history.push(next);
-            on_token(next, &row);
-            let piece = text.push(&tokenizer.decode_bytes(&[next])?);
-            if !piece.is_empty() && !on_text(&piece) {
-                break 'gen StopReason::Cancelled;
-            }
-            if sampler.is_done() {
-                // A grammar that is complete and cannot go on: the answer ends here.
-                break 'gen StopReason::EndToken;
-            }
-        }
-        if out.len() >= opts.max_tokens {
-            break StopReason::Length;
-        }
-        if cache.len() >= cache.capacity() {
-            break StopReason::ContextFull;
-        }
-        // The last emitted token is not in the cache yet: feed it, with the drafts after it.
-        let last = *history.last().unwrap_or(&0);
-        let room = (cache.capacity() - cache.len() - 1).min(opts.max_tokens - out.len());
-        let drafts = if speculate && gate.open() {
-            ngram_draft(&history, gate.draft_len(opts.speculate).min(room))
-        } else {
-            Vec::new()
-        };
-        let step = Instant::now();
-        if drafts.is_empty() {
-            let logits = ctx.run_on_pool(|| model.forward(&[last], cache, false))?.to_f32_vec();
-            if timed_gate {
-                gate.record_plain(step.elapsed().as_secs_f64());
-            }
-            let next = sampler.next(&logits, &history)?;
-            decided.push_back((next, logits));
-            continue;
-        }
-        let start = cache.len();
-        let mut feed = Vec::with_capacity(drafts.len() + 1);
-        feed.push(last);
-        feed.extend_from_slice(&drafts);
-        let rows = ctx.run_on_pool(|| model.forward(&feed, cache, true))?.to_f32_vec();
-        let verify_secs = step.elapsed().as_secs_f64();
-        let vocab = rows.len() / feed.len();
-        // Row i predicts the token after feed[i]: keep drafts while the sampler's own
-        // distribution accepts them (greedy: while they are the argmax), then the token it
-        // draws instead.
-        // The kept drafts join the history while later rows are verified, and leave it again:
-        // they are emitted (and pushed for good) with the others below.
-        let mark = history.len();
-        let mut kept = 0;
-        for (i, row) in rows.chunks_exact(vocab).enumerate() {
-            let Some(&draft) = drafts.get(i) else {
-                // Every draft kept: the last row gives one more token.
-                let t = sampler.next(row, &history)?;
-                decided.push_back((t, row.to_vec()));
-                break;
-            };
-            let (t, keep) = sampler.verify_draft(row, &history, draft);
-            decided.push_back((t, row.to_vec()));
-            if !keep {
-                break;
-            }
-            history.push(t);
-            kept += 1;
-        }
-        history.truncate(mark);
-        gate.record(drafts.len(), kept, verify_secs);
-        drafted += drafts.len();
-        accepted += kept;
-        // The cache keeps `last` and the drafts that were kept.
-        cache.truncate(start + 1 + kept);
-    };
-    // Positions computed past the end (drafts after a stop token) are dropped: the cache
-    // holds the prompt and the emitted tokens, the last one at most.
-    cache.truncate(cache.len().min(base + prompt.len() + out.len()));
-    let rest = text.finish();
-    if !rest.is_empty() {
-        on_text(&rest);
+    while let Some(input) = d.input(cache, usize::MAX, true) {
+        let logits = ctx.run_on_pool(|| {
+            let mut batch = [Segment { tokens: &input.tokens, cache: &mut *cache, rows: input.rows }];
+            model.forward_batch(&mut batch)
+        })?;
+        let logits = logits.into_iter().next().map(|t| t.to_f32_vec()).unwrap_or_default();
+        d.absorb(&logits, cache, sampler, tokenizer, on_text, on_token)?;
     }
-    let stats = GenerationStats {
-        prompt_tokens: prompt.len(),
-        generated_tokens: out.len(),
-        prefill_seconds,
-        decode_seconds: t1.elapsed().as_secs_f64(),
-        stop,
-        drafted,
-        accepted,
-    };
-    Ok((out, stats))
+    Ok(d.finish(cache, on_text))
+}
+
+/// One sequence of [`generate_batch`].
+pub struct BatchJob<'a> {
+    /// Its prompt (after what its cache holds).
+    pub prompt: &'a [u32],
+    /// Its cache.
+    pub cache: &'a mut KvCache,
+    /// Its sampler.
+    pub sampler: &'a mut Sampler,
+    /// What to generate.
+    pub opts: &'a GenerateOptions,
+    /// Its text, as in [`generate`].
+    pub on_text: &'a mut dyn FnMut(&str) -> bool,
+}
+
+/// Generates for several sequences in lockstep: every step feeds each unfinished sequence
+/// (a chunk of at most `prompt_chunk` prompt tokens, or its next token) in one
+/// [`CausalLm::forward_batch`], so each weight is read once per step for all of them.
+/// Greedy output per sequence is the same as [`generate`]'s for that sequence alone;
+/// drafts are tried only when one sequence is left. Returns each sequence's ids and stats.
+pub fn generate_batch(
+    model: &dyn CausalLm,
+    tokenizer: &Tokenizer,
+    jobs: &mut [BatchJob<'_>],
+    prompt_chunk: usize,
+) -> Result<Vec<(Vec<u32>, GenerationStats)>> {
+    let mut runs =
+        jobs.iter().map(|j| Decoding::new(j.prompt, j.cache, j.sampler, j.opts)).collect::<Result<Vec<_>>>()?;
+    let ctx = ExecContext::current();
+    loop {
+        let live = runs.iter().filter(|d| !d.is_done()).count();
+        let mut inputs = Vec::with_capacity(jobs.len());
+        for (d, j) in runs.iter_mut().zip(jobs.iter()) {
+            inputs.push(d.input(j.cache, prompt_chunk, live == 1));
+        }
+        if inputs.iter().all(Option::is_none) {
+            break;
+        }
+        let mut batch: Vec<Segment<'_>> = jobs
+            .iter_mut()
+            .zip(&inputs)
+            .filter_map(|(j, i)| i.as_ref().map(|i| Segment { tokens: &i.tokens, cache: &mut *j.cache, rows: i.rows }))
+            .collect();
+        let logits = ctx.run_on_pool(|| model.forward_batch(&mut batch))?;
+        drop(batch);
+        let mut logits = logits.into_iter();
+        for ((d, j), i) in runs.iter_mut().zip(jobs.iter_mut()).zip(&inputs) {
+            if i.is_some() {
+                let rows = logits.next().map(|t| t.to_f32_vec()).unwrap_or_default();
+                d.absorb(&rows, j.cache, j.sampler, tokenizer, j.on_text, &mut |_, _| {})?;
+            }
+        }
+    }
+    Ok(runs.into_iter().zip(jobs.iter_mut()).map(|(d, j)| d.finish(j.cache, j.on_text)).collect())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Pieces shared by the language models (Qwen3, DeepSeek): GGUF weight access, the
 //! tokenizer, chat template, rotary embeddings, the KV cache, sampling and the generation loop.
 
+pub mod batch;
 pub mod chat;
 pub mod cli;
 pub mod generate;
@@ -16,6 +17,7 @@ pub mod tokenizer;
 pub mod tools;
 pub mod weights;
 
+pub use batch::{LogitRows, Segment};
 pub use chat::{render_chat, Message, Role};
 pub use generate::{generate, generate_observed, CausalLm, GenerateOptions, GenerationStats, StopReason};
 pub use kv_cache::KvCache;

@@ -5,6 +5,7 @@
 //! norms are f32 tensors.
 
 use super::config::Qwen3Config;
+use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::KvCache;
 use crate::llm::moe::top_k;
@@ -235,19 +236,30 @@ impl Qwen3 {
         tokens: &[u32],
         cache: &mut KvCache,
         all_logits: bool,
-        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+        routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
+        let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
+        let mut batch = [Segment { tokens, cache, rows }];
+        let mut out = self.forward_batch_traced(&mut batch, routes)?;
+        out.pop().ok_or(FucinaError::InvalidArgument { op: "Qwen3::forward", msg: "no tokens".into() })
+    }
+
+    /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product
+    /// takes the rows of all of them, attention runs per sequence over its own cache.
+    /// Returns each sequence's logits rows; `routes` as in [`Qwen3::forward_traced`] over the
+    /// batch's rows in order.
+    pub fn forward_batch_traced(
+        &self,
+        batch: &mut [Segment<'_>],
+        mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+    ) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
         let c = &self.config;
-        if tokens.is_empty() {
-            return Err(FucinaError::InvalidArgument { op: "Qwen3::forward", msg: "no tokens".into() });
-        }
-        cache.check_room(tokens.len())?;
-        let start = cache.len();
-        let (cos, sin) = self.rope.tables(start, tokens.len(), 1.0)?;
-        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(tokens)?;
+        let spans = batch::spans(batch, "Qwen3::forward")?;
+        let (cos, sin) = batch::rope_tables(&self.rope, batch, 1.0)?;
+        let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(&batch::tokens(batch))?;
         for (l, b) in self.blocks.iter().enumerate() {
             let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
-            let a = self.attention(l, &b.attn, &h, &cos, &sin, cache)?;
+            let a = self.attention(l, &b.attn, &h, &cos, &sin, &spans, batch)?;
             x = x.add(&a)?;
             let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
             let m = match &b.ffn {
@@ -262,8 +274,13 @@ impl Qwen3 {
             };
             x = x.add(&m)?;
         }
-        cache.advance(tokens.len())?;
-        lm_head(x, all_logits, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
+        let logits = if batch.iter().any(|s| s.rows != LogitRows::None) {
+            let x = batch::head_rows(x, &spans, batch)?;
+            Some(lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)?)
+        } else {
+            None
+        };
+        batch::finish(batch, logits, c.vocab)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -274,7 +291,8 @@ impl Qwen3 {
         x: &Tensor<axes![seq, hidden]>,
         cos: &Tensor<axes![seq, head_dim]>,
         sin: &Tensor<axes![seq, head_dim]>,
-        cache: &mut KvCache,
+        spans: &[(usize, usize)],
+        batch: &mut [Segment<'_>],
     ) -> Result<Tensor<axes![seq, hidden]>> {
         let c = &self.config;
         let (s, nkv, hd) = (x.size::<seq>(), c.kv_heads, c.head_dim);
@@ -285,10 +303,14 @@ impl Qwen3 {
         let v: Tensor<axes![seq, kv_head, head_dim]> = a.v.forward(x)?.reshape(&[s, nkv, hd])?;
         let q = q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
         let k = k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
-        let start = cache.len();
-        cache.write(layer, &k.permute()?, &v.permute()?)?;
-        let (keys, values) = (cache.keys(layer, s)?, cache.values(layer, s)?);
-        let o = attention(&q, &keys, &values, 1.0 / (hd as f32).sqrt(), Some(start))?;
+        // Each sequence writes its rows' keys and values and attends over its own cache.
+        let o = batch::per_segment(&q, spans, batch, |q, (at, n), cache| {
+            let start = cache.len();
+            let (k, v) = (k.narrow::<seq>(at, n)?, v.narrow::<seq>(at, n)?);
+            cache.write(layer, &k.permute()?, &v.permute()?)?;
+            let (keys, values) = (cache.keys(layer, n)?, cache.values(layer, n)?);
+            attention(q, &keys, &values, 1.0 / (hd as f32).sqrt(), Some(start))
+        })?;
         let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
         a.o.forward(&o)
     }
@@ -343,5 +365,9 @@ impl crate::llm::generate::CausalLm for Qwen3 {
 
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
         Qwen3::forward(self, tokens, cache, all_logits)
+    }
+
+    fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
+        self.forward_batch_traced(batch, None)
     }
 }
