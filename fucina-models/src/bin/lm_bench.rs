@@ -1,5 +1,6 @@
-//! `lm-bench model.gguf --pp 16,64,256 --tg 32`: prompt-processing and generation speed,
-//! measured like llama.cpp's `llama-bench` (random token ids, an empty cache per test).
+//! `lm-bench model.gguf --pp 16,64,256 --tg 32 [--streams 1,2,4,8]`: prompt-processing and
+//! generation speed, measured like llama.cpp's `llama-bench` (random token ids, an empty
+//! cache per test), and batched decode like its `llama-batched-bench`.
 
 use clap::Parser;
 use fucina::prelude::*;
@@ -40,6 +41,14 @@ struct Args {
     /// MoE models: the most MiB of routed experts kept resident.
     #[arg(long)]
     expert_cache_mb: Option<usize>,
+    /// Batched decode, as llama.cpp's `llama-batched-bench`: for each N, N sequences each
+    /// prefilled with `--stream-pp` tokens of its own, then `--tg` tokens decoded for all N
+    /// in lockstep (one pass per step); prints the aggregate rate `RESULT tg<tg>_x<N>`.
+    #[arg(long, value_delimiter = ',')]
+    streams: Vec<usize>,
+    /// Prompt tokens per sequence before a batched decode.
+    #[arg(long, default_value_t = 32)]
+    stream_pp: usize,
 }
 
 fn main() {
@@ -52,6 +61,10 @@ fn main() {
         let vocab = model.vocab_size() as u64;
         let dtype = if a.kv_f32 { DType::F32 } else { DType::F16 };
         let longest = a.pp.iter().copied().max().unwrap_or(0).max(a.tg) + 1;
+        let stream_len =
+            a.stream_pp.checked_add(a.tg).filter(|n| a.streams.is_empty() || *n <= model.context_length()).ok_or(
+                FucinaError::InvalidArgument { op: "lm-bench", msg: "--stream-pp plus --tg exceed the context".into() },
+            )?;
         let rng = fucina::rng::Philox::new(1234);
         let tokens: Vec<u32> = (0..longest as u64).map(|i| (rng.at(0, i)[0] as u64 % vocab) as u32).collect();
         let step = |toks: &[u32], cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
@@ -79,6 +92,11 @@ fn main() {
                 println!("RESULT pp{p} {rate:.2}");
                 eprintln!("rep {rep}: pp{p} {rate:.1} tok/s");
             }
+            for &n in &a.streams {
+                let rate = batched_decode(model, &ctx, n, a.stream_pp, a.tg, stream_len, dtype, vocab)?;
+                println!("RESULT tg{}_x{n} {rate:.2}", a.tg);
+                eprintln!("rep {rep}: tg{} x {n} streams {rate:.1} tok/s in all", a.tg);
+            }
             if a.tg > 0 {
                 let mut cache = model.new_cache(longest, dtype)?;
                 let t0 = Instant::now();
@@ -98,6 +116,41 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
+}
+
+/// Aggregate decode rate of `n` sequences: each gets `pp` prompt tokens of its own (not
+/// timed), then `tg` steps each feed every sequence its next token in one pass.
+#[allow(clippy::too_many_arguments)]
+fn batched_decode(
+    model: &dyn fucina_models::llm::CausalLm,
+    ctx: &ExecContext,
+    n: usize,
+    pp: usize,
+    tg: usize,
+    len: usize,
+    dtype: DType,
+    vocab: u64,
+) -> fucina::Result<f64> {
+    use fucina_models::llm::{LogitRows, Segment};
+    let rng = fucina::rng::Philox::new(99);
+    let toks: Vec<Vec<u32>> =
+        (0..n as u64).map(|s| (0..len as u64).map(|i| (rng.at(s, i)[0] as u64 % vocab) as u32).collect()).collect();
+    let mut caches = (0..n).map(|_| model.new_cache(len, dtype)).collect::<fucina::Result<Vec<_>>>()?;
+    if pp > 0 {
+        for (c, t) in caches.iter_mut().zip(&toks) {
+            ctx.run_on_pool(|| model.forward(&t[..pp], c, false))?;
+        }
+    }
+    let t0 = Instant::now();
+    for i in pp..pp + tg {
+        let mut batch: Vec<Segment<'_>> = caches
+            .iter_mut()
+            .zip(&toks)
+            .map(|(c, t)| Segment { tokens: &t[i..i + 1], cache: c, rows: LogitRows::Last })
+            .collect();
+        ctx.run_on_pool(|| model.forward_batch(&mut batch))?;
+    }
+    Ok((n * tg) as f64 / t0.elapsed().as_secs_f64())
 }
 
 /// Bytes of weights one decode step reads: every tensor but the embedding table (of which

@@ -5,7 +5,12 @@ use fucina::prelude::*;
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::grammar::GrammarCompiler;
 use fucina_models::llm::Tokenizer;
-use fucina_models::serve::{http::HttpOptions, serve, worker::Worker, AppState, ReasoningFormat};
+use fucina_models::serve::{
+    http::HttpOptions,
+    serve,
+    worker::{Worker, WorkerOptions},
+    AppState, ReasoningFormat,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +38,12 @@ struct Args {
     /// KV cache length in tokens (default: min(context length, 4096); at most the model's).
     #[arg(long)]
     ctx: Option<usize>,
+    /// Requests served at once (1..=64), by continuous batching: each step is one pass over
+    /// all of them, which reads each weight once. Each slot has its own KV cache of `--ctx`
+    /// positions, taken when the slot first serves; slots whose cache does not fit in memory
+    /// are not used.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(1..=64), usize::from))]
+    parallel: usize,
     /// Keep the KV cache in f16.
     #[arg(long)]
     kv_f16: bool,
@@ -112,8 +123,9 @@ fn main() {
             ),
             None => None,
         };
-        let worker = Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, context, kv, stops, a.speculate)
-            .map_err(|e| e.to_string())?;
+        let opts =
+            WorkerOptions { capacity: context, kv, stop_tokens: stops, speculate: a.speculate, slots: a.parallel };
+        let worker = Worker::spawn(lm.model.clone(), tokenizer.clone(), ctx, opts).map_err(|e| e.to_string())?;
         let model_id = a.model_id.clone().unwrap_or_else(|| {
             path.file_stem().map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned())
         });
@@ -146,7 +158,12 @@ fn main() {
                 .await
                 .map_err(|e| format!("cannot listen on {}:{}: {e}", a.host, a.port))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            eprintln!("{}: {}, {threads} threads, context {context}", path.display(), lm.summary);
+            eprintln!(
+                "{}: {}, {threads} threads, context {context}, {} requests at once",
+                path.display(),
+                lm.summary,
+                a.parallel
+            );
             eprintln!("listening on http://{addr}");
             serve(listener, state, http).await.map_err(|e| e.to_string())
         });

@@ -1,9 +1,10 @@
 //! An OpenAI-compatible HTTP server for the language models: `/v1/chat/completions` and
 //! `/v1/completions` (plain JSON, or server-sent events with `stream: true`), `/v1/models`
 //! and `/health`. Requests are validated on the server's threads and tokenized on its
-//! blocking pool (a long prompt never stalls `/health`), then queued for the single model
-//! thread ([`worker`]). Every error is a JSON body in OpenAI's shape with a 4xx/5xx status.
-//! Connections, timeouts and shutdown are [`http`]'s.
+//! blocking pool (a long prompt never stalls `/health`), then queued for the model thread
+//! ([`worker`]), which serves several at once by continuous batching. Every error is a JSON
+//! body in OpenAI's shape with a 4xx/5xx status. Connections, timeouts and shutdown are
+//! [`http`]'s.
 
 pub mod api;
 pub mod http;
@@ -104,14 +105,24 @@ async fn method_not_allowed(req: Request) -> Response {
 }
 
 /// `ok` while the model thread runs; `503` once it has stopped (requests would only queue).
+/// `slots` says how many requests run at once, how many run and wait now, the most one
+/// forward pass has served, and the passes so far.
 async fn health(State(st): State<Arc<AppState>>) -> Response {
     let restarts = st.worker.recovered_panics();
+    let load = st.worker.load();
+    let slots = json!({
+        "total": st.worker.slots(),
+        "busy": load.busy.load(Ordering::Relaxed),
+        "queued": load.queued.load(Ordering::Relaxed),
+        "widest_step": load.widest_step.load(Ordering::Relaxed),
+        "steps": load.steps.load(Ordering::Relaxed),
+    });
     if st.worker.is_alive() {
-        Json(json!({ "status": "ok", "model_panics_recovered": restarts })).into_response()
+        Json(json!({ "status": "ok", "model_panics_recovered": restarts, "slots": slots })).into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "error", "message": "the model thread has stopped", "model_panics_recovered": restarts })),
+            Json(json!({ "status": "error", "message": "the model thread has stopped", "model_panics_recovered": restarts, "slots": slots })),
         )
             .into_response()
     }
