@@ -9,6 +9,7 @@
 use crate::llm::generate::{generate, GenerateOptions};
 use crate::llm::sampling::{Sampler, SamplingParams};
 use crate::llm::tokenizer::Tokenizer;
+use crate::llm::KvType;
 use fucina::formats::gguf::{assign_offsets, parse, write_gguf_to, Array, GgufFile, Value};
 use fucina::prelude::*;
 use std::borrow::Cow;
@@ -147,7 +148,7 @@ pub fn run_image(image: &[u8], prompt: &str) -> Result<()> {
     let raw = tok.encode(prompt)?;
     let _ = tok.decode(&raw)?;
     ids.truncate(24);
-    let mut cache = lm.model.new_cache(lm.model.context_length().min(32), DType::F32)?;
+    let mut cache = lm.model.new_cache(lm.model.context_length().min(32), KvType::F32)?;
     let mut sampler = Sampler::new(SamplingParams { temperature: 0.8, seed: 1, ..SamplingParams::default() });
     let opts = GenerateOptions { max_tokens: 2, ..GenerateOptions::default() };
     generate(&*lm.model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut |_| true)?;

@@ -7,6 +7,7 @@
 
 use fucina::prelude::*;
 use fucina_models::llm::generate::{generate, generate_batch, BatchJob, GenerateOptions};
+use fucina_models::llm::KvType;
 use fucina_models::llm::{KvCache, LogitRows, Sampler, SamplingParams, Segment, Tokenizer};
 use std::path::PathBuf;
 
@@ -56,7 +57,7 @@ fn each_stream_of_a_batch_equals_its_sequential_run() {
                 .iter()
                 .zip(&opts)
                 .map(|(p, o)| {
-                    let mut cache = lm.model.new_cache(128, DType::F32).unwrap();
+                    let mut cache = lm.model.new_cache(128, KvType::F32).unwrap();
                     generate(&*lm.model, &tok, &mut cache, p, &mut greedy(), o, &mut |_| true).unwrap().0
                 })
                 .collect();
@@ -64,7 +65,7 @@ fn each_stream_of_a_batch_equals_its_sequential_run() {
             // still prefilling while the short ones decode).
             for chunk in [usize::MAX, 5] {
                 let mut caches: Vec<KvCache> =
-                    (0..prompts.len()).map(|_| lm.model.new_cache(128, DType::F32).unwrap()).collect();
+                    (0..prompts.len()).map(|_| lm.model.new_cache(128, KvType::F32).unwrap()).collect();
                 let mut samplers: Vec<Sampler> = (0..prompts.len()).map(|_| greedy()).collect();
                 let mut texts: Vec<String> = vec![String::new(); prompts.len()];
                 let mut sinks: Vec<Sink<'_>> = texts
@@ -119,12 +120,12 @@ fn a_mixed_pass_gives_each_sequence_its_own_logits() {
         let (lm, tok) = open(file);
         let m = &*lm.model;
         let toks: Vec<Vec<u32>> = PROMPTS.iter().map(|p| tok.encode(p).unwrap()).collect();
-        let mut caches: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, DType::F32).unwrap()).collect();
+        let mut caches: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, KvType::F32).unwrap()).collect();
         // Histories of different lengths already in three caches.
         for (c, t) in caches.iter_mut().zip(&toks).take(3) {
             m.forward(&t[..t.len() - 1], c, false).unwrap();
         }
-        let mut solo: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, DType::F32).unwrap()).collect();
+        let mut solo: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, KvType::F32).unwrap()).collect();
         for (c, t) in solo.iter_mut().zip(&toks).take(3) {
             m.forward(&t[..t.len() - 1], c, false).unwrap();
         }
@@ -159,8 +160,8 @@ fn a_bad_sequence_fails_the_batch_before_anything_runs() {
     let (lm, tok) = open("qwen3-tiny-f32.gguf");
     let m = &*lm.model;
     let t = tok.encode("The capital of France is").unwrap();
-    let mut a = m.new_cache(64, DType::F32).unwrap();
-    let mut b = m.new_cache(2, DType::F32).unwrap();
+    let mut a = m.new_cache(64, KvType::F32).unwrap();
+    let mut b = m.new_cache(2, KvType::F32).unwrap();
     let mut batch = [
         Segment { tokens: &t, cache: &mut a, rows: LogitRows::Last },
         Segment { tokens: &t, cache: &mut b, rows: LogitRows::Last },

@@ -46,7 +46,7 @@ fn check_budget(
     let vocab = model.config.vocab;
     for case in gold["cases"].as_array().unwrap() {
         let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-        let mut kv = model.new_cache(64, cache).unwrap();
+        let mut kv = model.new_cache(64, cache.into()).unwrap();
         let mut routes = Vec::new();
         let prefill = model.forward_traced(&ids, &mut kv, true, Some(&mut routes)).unwrap().to_f32_vec();
         let want: Vec<Vec<f32>> = serde_json::from_value(case["prefill"].clone()).unwrap();

@@ -7,6 +7,7 @@
 use fucina::formats::gguf::{assign_offsets, parse, tensor_bytes, write_gguf_to, Array, GgufHeader, TensorInfo, Value};
 use fucina::quant::GgmlType;
 use fucina_models::fuzzing::run_image;
+use fucina_models::llm::KvType;
 use fucina_models::llm::Tokenizer;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -88,7 +89,7 @@ fn kv_cache_beyond_memory_is_an_error() {
     )
     .unwrap();
     let lm = fucina_models::lm::load(file, None).unwrap();
-    let e = lm.model.new_cache(1 << 32, fucina::DType::F32).unwrap_err();
+    let e = lm.model.new_cache(1 << 32, KvType::F32).unwrap_err();
     assert!(matches!(e, fucina::FucinaError::OutOfMemory { .. }), "{e}");
     assert!(e.to_string().contains("KV cache"), "{e}");
 }

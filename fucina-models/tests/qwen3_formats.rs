@@ -7,6 +7,7 @@
 use fucina::prelude::*;
 use fucina::quant::GgmlType;
 use fucina_models::llm::synth::{self, Qwen3Shape};
+use fucina_models::llm::KvType;
 use fucina_models::llm::ModelFile;
 use fucina_models::qwen3::Qwen3;
 
@@ -15,7 +16,7 @@ fn logits(path: &std::path::Path, backend: BackendKind, tokens: &[u32]) -> Vec<f
     let _g = ctx.enter();
     let file = ModelFile::open(path, &["qwen3", "qwen3moe"]).unwrap();
     let model = Qwen3::load(&file).unwrap();
-    let mut cache = model.new_cache(32, DType::F32).unwrap();
+    let mut cache = model.new_cache(32, KvType::F32).unwrap();
     let mut out = model.forward(&tokens[..10], &mut cache, true).unwrap().to_f32_vec();
     for t in &tokens[10..] {
         out.extend(model.forward(std::slice::from_ref(t), &mut cache, false).unwrap().to_f32_vec());

@@ -8,6 +8,7 @@
 //! must be identical.
 
 use fucina::prelude::*;
+use fucina_models::llm::KvType;
 use fucina_models::llm::ModelFile;
 use fucina_models::qwen3::Qwen3;
 
@@ -48,7 +49,7 @@ fn check_model(model: &str, golden: &str, backend: BackendKind, threads: usize, 
     let vocab = model.config.vocab;
     for case in gold["cases"].as_array().unwrap() {
         let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
-        let mut cache = model.new_cache(64, cache_dtype).unwrap();
+        let mut cache = model.new_cache(64, cache_dtype.into()).unwrap();
         let mut routes = Vec::new();
         let prefill = model.forward_traced(&ids, &mut cache, true, Some(&mut routes)).unwrap().to_f32_vec();
         if let Some(want) = case.get("routes") {
@@ -96,11 +97,11 @@ fn f16_kv_cache_stays_close() {
 fn context_overflow_is_an_error_that_states_the_limit() {
     let file = ModelFile::open(root().join("assets/qwen3-tiny-f32.gguf"), &["qwen3"]).unwrap();
     let model = Qwen3::load(&file).unwrap();
-    let mut cache = model.new_cache(4, DType::F32).unwrap();
+    let mut cache = model.new_cache(4, KvType::F32).unwrap();
     let e = model.forward(&[1, 2, 3, 4, 5], &mut cache, false).unwrap_err().to_string();
     assert!(e.contains("context length of 4"), "{e}");
     assert_eq!(cache.len(), 0);
-    let too_long = model.new_cache(model.config.context_length + 1, DType::F32).unwrap_err().to_string();
+    let too_long = model.new_cache(model.config.context_length + 1, KvType::F32).unwrap_err().to_string();
     assert!(too_long.contains("context length"), "{too_long}");
     let e = model.forward(&[model.config.vocab as u32], &mut cache, false).unwrap_err().to_string();
     assert!(e.contains("vocab"), "{e}");
@@ -124,7 +125,7 @@ fn check_dtype(suffix: &str, backend: BackendKind, threads: usize, tol: f32) -> 
     let vocab = model.config.vocab;
     let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
     let greedy: Vec<u32> = case["greedy"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
-    let mut cache = model.new_cache(64, DType::F32).unwrap();
+    let mut cache = model.new_cache(64, KvType::F32).unwrap();
     let prefill = model.forward(&ids, &mut cache, true).unwrap().to_f32_vec();
     let mut worst = 0f32;
     for (p, want) in rows(&case["prefill"]).iter().enumerate() {

@@ -6,6 +6,7 @@ use fucina::prelude::*;
 use fucina_models::llm::chat::{render_chat, Message, Role};
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::generate::{generate, generate_observed, GenerateOptions};
+use fucina_models::llm::KvType;
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -28,7 +29,7 @@ fn reference_with(user: &str, max_tokens: usize, params: SamplingParams) -> Stri
     let lm = fucina_models::lm::open(&default_model(), false).unwrap();
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
     let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
-    let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
+    let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
     let mut sampler = Sampler::new(params);
     let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), ..GenerateOptions::default() };
     let mut text = String::new();
@@ -484,7 +485,7 @@ fn reference_logprobs(prompt: &[u32], max_tokens: usize) -> Vec<RefToken> {
     let _g = ctx.enter();
     let lm = fucina_models::lm::open(&default_model(), false).unwrap();
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-    let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
+    let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
     let mut sampler = Sampler::new(SamplingParams::default());
     let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), ..GenerateOptions::default() };
     let mut out = Vec::new();

@@ -10,6 +10,7 @@ use fucina::prelude::*;
 use fucina_models::llm::chat::{render_chat, Message, Role};
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::generate::{generate, GenerateOptions};
+use fucina_models::llm::KvType;
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -25,7 +26,7 @@ fn reference(user: &str, params: SamplingParams) -> String {
     let lm = fucina_models::lm::open(&default_model(), false).unwrap();
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
     let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
-    let mut cache = lm.model.new_cache(1024, DType::F32).unwrap();
+    let mut cache = lm.model.new_cache(1024, KvType::F32).unwrap();
     let opts = GenerateOptions {
         max_tokens: MAX_TOKENS,
         stop_tokens: stop_tokens(&lm.header, &tok),

@@ -6,6 +6,7 @@
 
 use fucina::prelude::*;
 use fucina_models::llm::generate::{generate, GenerateOptions, GenerationStats};
+use fucina_models::llm::KvType;
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use std::path::PathBuf;
 
@@ -27,7 +28,7 @@ fn run_with(
     let prompt = tok
         .encode("Quote it back: the capital of france is paris . the capital of france is paris . the capital")
         .unwrap();
-    let mut cache = lm.model.new_cache(256, DType::F32).unwrap();
+    let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
     let mut sampler = Sampler::new(params);
     let opts = GenerateOptions { max_tokens: 48, speculate, ..GenerateOptions::default() };
     let (out, stats) = generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |_| true).unwrap();

@@ -307,6 +307,53 @@ fn attention_matches_scalar_and_the_composed_ops() {
     }
 }
 
+/// Attention over Q8_0 keys and values (a quantized KV cache): native equals the scalar
+/// spec (integer block sums are exact; 1e-5 covers the f32 accumulation order), and both
+/// stay within 3e-2 of float attention over the unquantized rows (Q8_0 keeps ~1/254 of
+/// each block's largest magnitude; the query is quantized too).
+#[test]
+fn q8_0_attention_matches_scalar_and_the_float_rows() {
+    use fucina::ops::{attention, attention_q8_0, Q8Rows};
+    use fucina::quant::{dequantize_q8_0, quantize_q8_0};
+    let mut sz = Sizes::new(91);
+    for case in 0..8 {
+        let (s, h, g) = (sz.pick(1, 7), sz.pick(1, 3), sz.pick(1, 4));
+        let (dk, dv) = (32 * sz.pick(1, 3), 32 * sz.pick(1, 2));
+        let t = s + sz.pick(0, 12);
+        let causal = if case % 3 == 2 { None } else { Some(t - s) };
+        let q = Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
+            .unwrap();
+        // Keys and values in one buffer of rows [key | value] (as a latent cache keeps them),
+        // heads `cap` positions apart: strides and offsets in whole blocks.
+        let (cap, w) = (t + 3, dk + dv);
+        let raw = values(case + 40, h * cap * w);
+        let bytes = quantize_q8_0(&raw);
+        let k8 = Q8Rows::<head_dim>::new(&bytes, h, t, dk, 0, cap * w, w).unwrap();
+        let v8 = Q8Rows::<d>::new(&bytes, h, t, dv, dk, cap * w, w).unwrap();
+        let scale = 1.0 / (dk as f32).sqrt();
+        let (sc, nat) = on_both(|| attention_q8_0(&q, &k8, &v8, scale, causal).unwrap().to_f32_vec());
+        let name = format!("q8_0 attention s{s} h{h} g{g} t{t} dk{dk} dv{dv} {causal:?}");
+        assert_close(&name, &nat, &sc, 1e-5, 1e-5 * (t as f32).sqrt());
+        // Float attention over the rows before quantization.
+        let deq = raw;
+        let pick = |from: usize, width: usize| -> Vec<f32> {
+            (0..h)
+                .flat_map(|hh| (0..t).flat_map(move |j| (0..width).map(move |x| (hh, j, x))))
+                .map(|(hh, j, x)| deq[(hh * cap + j) * w + from + x])
+                .collect()
+        };
+        let k = Tensor::<axes![kv_head, kv_seq, head_dim]>::from_vec(pick(0, dk), &[h, t, dk]).unwrap();
+        let v = Tensor::<axes![kv_head, kv_seq, d]>::from_vec(pick(dk, dv), &[h, t, dv]).unwrap();
+        let float = contexts().0.scope(|| attention(&q, &k, &v, scale, causal).unwrap().to_f32_vec());
+        assert_close(&format!("{name} vs float"), &sc, &float, 3e-2, 3e-2);
+        // The decoded rows are what the kernel reads.
+        assert_eq!(dequantize_q8_0(&bytes).len(), h * cap * w);
+    }
+    // Rows off block boundaries are refused.
+    let bytes = quantize_q8_0(&values(1, 64));
+    assert!(Q8Rows::<head_dim>::new(&bytes, 1, 1, 16, 0, 64, 32).is_err());
+}
+
 #[test]
 fn rope_matches_scalar_and_rotates() {
     use fucina::ops::RopeStyle;

@@ -4,6 +4,7 @@
 
 use clap::Parser;
 use fucina::prelude::*;
+use fucina_models::llm::KvType;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -32,7 +33,10 @@ struct Args {
     /// Repetitions of each test.
     #[arg(short, long, default_value_t = 3)]
     reps: usize,
-    /// Keep the KV cache in f32 instead of f16 (llama.cpp's default is f16).
+    /// How the KV cache stores keys and values: f16 (llama.cpp's default), f32 or q8_0.
+    #[arg(long, default_value = "f16")]
+    kv: KvType,
+    /// Keep the KV cache in f32 (the same as `--kv f32`).
     #[arg(long)]
     kv_f32: bool,
     /// Read the model into memory instead of mapping it.
@@ -59,7 +63,7 @@ fn main() {
         let lm = fucina_models::lm::open_with(&a.model, a.no_mmap, a.expert_cache_mb.map(|mb| mb << 20))?;
         let model = &*lm.model;
         let vocab = model.vocab_size() as u64;
-        let dtype = if a.kv_f32 { DType::F32 } else { DType::F16 };
+        let dtype = if a.kv_f32 { KvType::F32 } else { a.kv };
         let longest = a.pp.iter().copied().max().unwrap_or(0).max(a.tg) + 1;
         let stream_len =
             a.stream_pp.checked_add(a.tg).filter(|n| a.streams.is_empty() || *n <= model.context_length()).ok_or(
@@ -128,7 +132,7 @@ fn batched_decode(
     pp: usize,
     tg: usize,
     len: usize,
-    dtype: DType,
+    dtype: KvType,
     vocab: u64,
 ) -> fucina::Result<f64> {
     use fucina_models::llm::{LogitRows, Segment};

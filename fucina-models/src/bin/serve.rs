@@ -4,6 +4,7 @@ use clap::Parser;
 use fucina::prelude::*;
 use fucina_models::llm::cli::{default_model, stop_tokens};
 use fucina_models::llm::grammar::GrammarCompiler;
+use fucina_models::llm::KvType;
 use fucina_models::llm::Tokenizer;
 use fucina_models::serve::{
     http::HttpOptions,
@@ -44,7 +45,11 @@ struct Args {
     /// are not used.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(1..=64), usize::from))]
     parallel: usize,
-    /// Keep the KV cache in f16.
+    /// How the KV caches store keys and values: f32, f16, or q8_0 (Q8_0 blocks, about a
+    /// quarter of f32's memory; head widths must be multiples of 32).
+    #[arg(long, default_value = "f32")]
+    kv: KvType,
+    /// Keep the KV cache in f16 (the same as `--kv f16`).
     #[arg(long)]
     kv_f16: bool,
     /// Read the model into memory instead of mapping it.
@@ -112,7 +117,7 @@ fn main() {
         if context == 0 || context > lm.model.context_length() {
             return Err(format!("--ctx {context} exceeds the model's context length of {}", lm.model.context_length()));
         }
-        let kv = if a.kv_f16 { DType::F16 } else { DType::F32 };
+        let kv = if a.kv_f16 { KvType::F16 } else { a.kv };
         let stops = stop_tokens(&lm.header, &tokenizer);
         let format = fucina_models::llm::chat::ChatFormat::detect(|t| tokenizer.token_id(t).is_some(), &lm.arch);
         // Structured output needs an end token to finish a complete answer with.

@@ -13,12 +13,12 @@ use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
-use crate::llm::kv_cache::KvCache;
+use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use crate::qwen3::model::Mlp;
-use fucina::ops::{attention, RopeStyle};
+use fucina::ops::RopeStyle;
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
@@ -240,7 +240,7 @@ impl DeepSeek {
 
     /// A latent KV cache for `capacity` positions: `kv_lora + qk_rope` values per position
     /// and layer, shared by all heads.
-    pub fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+    pub fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
         let c = &self.config;
         if capacity > c.context_length {
             return Err(FucinaError::InvalidArgument {
@@ -248,7 +248,7 @@ impl DeepSeek {
                 msg: format!("{capacity} positions exceed the model's context length of {}", c.context_length),
             });
         }
-        KvCache::new(c.layers, 1, c.kv_lora + c.qk_rope, 0, capacity, dtype)
+        KvCache::new(c.layers, 1, c.kv_lora + c.qk_rope, 0, capacity, kv)
     }
 
     /// Runs `tokens` after the cache's positions; logits `[seq, vocab]` (every position when
@@ -384,12 +384,8 @@ impl DeepSeek {
             let start = cache.len();
             let row = row.narrow::<seq>(at, n)?.contiguous()?;
             cache.write_keys(layer, &row.reshape::<axes![kv_head, seq, head_dim]>(&[1, n, c.kv_lora + c.qk_rope])?)?;
-            let keys: Tensor<axes![kv_head, kv_seq, lat_rot]> = cache.keys(layer, n)?.rename::<head_dim, lat_rot>()?;
-            let values: Tensor<axes![kv_head, kv_seq, latent]> =
-                keys.narrow::<lat_rot>(0, c.kv_lora)?.rename::<lat_rot, latent>()?;
-            let o: Tensor<axes![seq, kv_head, group, latent]> =
-                attention(q, &keys, &values, c.softmax_scale(), Some(start))?;
-            Ok(o)
+            // The values are the latent part of each cached row.
+            cache.attend::<lat_rot, latent>(layer, q, Values::KeyPrefix(c.kv_lora), c.softmax_scale(), n, start)
         })?;
         let o: Tensor<axes![seq, head, latent]> = o.reshape(&[s, nh, c.kv_lora])?;
         let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
@@ -479,8 +475,8 @@ impl crate::llm::generate::CausalLm for DeepSeek {
         self.config.context_length
     }
 
-    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
-        DeepSeek::new_cache(self, capacity, dtype)
+    fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
+        DeepSeek::new_cache(self, capacity, kv)
     }
 
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {

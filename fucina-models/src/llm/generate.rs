@@ -6,7 +6,7 @@
 //! the server's slots).
 
 use super::batch::{LogitRows, Segment};
-use super::kv_cache::KvCache;
+use super::kv_cache::{KvCache, KvType};
 use super::sampling::Sampler;
 use super::tokenizer::Tokenizer;
 use fucina::prelude::*;
@@ -19,7 +19,7 @@ pub trait CausalLm: Sync {
     /// The longest context the model takes.
     fn context_length(&self) -> usize;
     /// A cache for `capacity` positions.
-    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache>;
+    fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache>;
     /// Logits `[seq, vocab]` for `tokens` after the cache's positions (only the last row
     /// unless `all_logits`), appending to the cache.
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>>;

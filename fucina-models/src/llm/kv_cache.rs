@@ -1,17 +1,85 @@
 //! A preallocated key/value cache: per layer, one buffer of `[kv_head, capacity, head_dim]`
-//! for keys and one for values, in f32 or f16. Appending writes in place; attention reads
-//! zero-copy views of the filled prefix.
+//! for keys and one for values, in f32, f16 or Q8_0 blocks. Appending writes in place
+//! (quantizing for Q8_0); attention ([`KvCache::attend`]) reads the filled prefix in place.
 
+use fucina::ops::{attention, attention_q8_0, Q8Rows};
 use fucina::prelude::*;
+use fucina::quant::{quantize_q8_0, GgmlType};
 use fucina::storage::{alloc, Buffer, Storage};
+use fucina::tensor::axes::Axis;
 use fucina::tensor::{Layout, RawTensor};
 use half::f16;
 use std::sync::Arc;
 
+/// Bytes of a Q8_0 block of 32 values.
+const Q8_0_BYTES: usize = 34;
+
+/// How a KV cache stores keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KvType {
+    /// f32: exact.
+    #[default]
+    F32,
+    /// f16: half the memory.
+    F16,
+    /// Q8_0 blocks (34 bytes per 32 values, ~0.27 of f32), as llama.cpp's `-ctk q8_0 -ctv
+    /// q8_0`; scores are integer dot products with the query quantized to Q8_0. Rows must
+    /// be whole blocks (head widths that are multiples of 32).
+    Q8_0,
+}
+
+impl KvType {
+    /// Bytes per value, rounded up (for Q8_0: 34/32).
+    fn bytes_per_32(self) -> usize {
+        match self {
+            KvType::F32 => 128,
+            KvType::F16 => 64,
+            KvType::Q8_0 => Q8_0_BYTES,
+        }
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<KvType, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(KvType::F32),
+            "f16" => Ok(KvType::F16),
+            "q8_0" => Ok(KvType::Q8_0),
+            other => Err(format!("unknown KV cache type '{other}' (f32, f16 or q8_0)")),
+        }
+    }
+}
+
+impl From<DType> for KvType {
+    /// F16 is [`KvType::F16`]; every other dtype stores as f32.
+    fn from(d: DType) -> KvType {
+        if d == DType::F16 {
+            KvType::F16
+        } else {
+            KvType::F32
+        }
+    }
+}
+
+/// Where a cache's values come from in [`KvCache::attend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// Their own buffer.
+    Own,
+    /// The first `n` elements of each key row (a latent cache, where keys are `[latent,
+    /// rotary key]` and the latent is also the value).
+    KeyPrefix(usize),
+}
+
 /// One layer's cache of one kind (keys or values).
 #[derive(Debug)]
-struct Slab {
-    storage: Arc<Storage>,
+enum Slab {
+    /// f32 or f16 elements.
+    Dense(Arc<Storage>),
+    /// Q8_0 blocks.
+    Blocks(Vec<u8>),
 }
 
 /// Keys and values for every layer, for up to `capacity` positions.
@@ -24,37 +92,48 @@ pub struct KvCache {
     key_dim: usize,
     value_dim: usize,
     len: usize,
-    dtype: DType,
+    kind: KvType,
 }
 
 impl KvCache {
     /// A cache for `layers` layers of `heads` heads, `key_dim`/`value_dim` wide, holding up
-    /// to `capacity` positions in `dtype` (F32 or F16). The memory is taken up front.
+    /// to `capacity` positions stored as `kind`. The memory is taken up front.
     pub fn new(
         layers: usize,
         heads: usize,
         key_dim: usize,
         value_dim: usize,
         capacity: usize,
-        dtype: DType,
+        kind: impl Into<KvType>,
     ) -> Result<KvCache> {
+        let kind = kind.into();
+        debug_assert_eq!(Q8_0_BYTES, GgmlType::Q8_0.block_bytes());
+        if kind == KvType::Q8_0 && (!key_dim.is_multiple_of(32) || !value_dim.is_multiple_of(32)) {
+            return Err(FucinaError::InvalidArgument {
+                op: "KvCache",
+                msg: format!(
+                    "a q8_0 cache stores whole 32-value blocks; this model's rows are {key_dim} and {value_dim} wide"
+                ),
+            });
+        }
         // The whole cache is checked against the memory the machine has before any of it is
         // taken, so `--ctx 100000000` is an error that says what it needs, not an abort.
-        let elem = dtype.size_in_bytes();
         let per_layer = heads.checked_mul(capacity).and_then(|x| x.checked_mul(key_dim.checked_add(value_dim)?));
-        let total = per_layer.and_then(|x| x.checked_mul(layers)).and_then(|x| x.checked_mul(elem));
+        let total = per_layer
+            .and_then(|x| x.checked_mul(layers))
+            .and_then(|x| x.checked_mul(kind.bytes_per_32()))
+            .map(|x| x.div_ceil(32));
         let what = format!("a KV cache of {capacity} positions ({layers} layers, {heads} heads)");
         let total =
             total.ok_or_else(|| FucinaError::OutOfMemory { what: what.clone(), bytes: usize::MAX, available: 0 })?;
         alloc::check_available(&what, total)?;
         let slab = |dim: usize| -> Result<Slab> {
             let n = heads * capacity * dim; // bounded by `total` above
-            let buf = match dtype {
-                DType::F32 => Buffer::F32(alloc::try_vec(&what, n, 0.0)?),
-                DType::F16 => Buffer::F16(alloc::try_vec(&what, n, f16::ZERO)?),
-                other => return Err(FucinaError::UnsupportedDType { op: "KvCache", dtype: other }),
-            };
-            Ok(Slab { storage: Arc::new(Storage::new(buf)) })
+            Ok(match kind {
+                KvType::F32 => Slab::Dense(Arc::new(Storage::new(Buffer::F32(alloc::try_vec(&what, n, 0.0)?)))),
+                KvType::F16 => Slab::Dense(Arc::new(Storage::new(Buffer::F16(alloc::try_vec(&what, n, f16::ZERO)?)))),
+                KvType::Q8_0 => Slab::Blocks(alloc::try_vec(&what, n / 32 * Q8_0_BYTES, 0u8)?),
+            })
         };
         Ok(KvCache {
             keys: (0..layers).map(|_| slab(key_dim)).collect::<Result<_>>()?,
@@ -64,7 +143,7 @@ impl KvCache {
             key_dim,
             value_dim,
             len: 0,
-            dtype,
+            kind,
         })
     }
 
@@ -83,9 +162,9 @@ impl KvCache {
         self.capacity
     }
 
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
+    /// How keys and values are stored.
+    pub fn kind(&self) -> KvType {
+        self.kind
     }
 
     /// Forgets every position (the memory is kept).
@@ -128,21 +207,35 @@ impl KvCache {
         check_shape("values", v.shape(), &[heads, n, vd])?;
         for (slab, t, dim) in [(&mut self.keys[layer], k, kd), (&mut self.values[layer], v, vd)] {
             let data = t.to_f32_vec();
-            let store = Arc::get_mut(&mut slab.storage).ok_or_else(|| FucinaError::InvalidArgument {
-                op: "KvCache::write",
-                msg: "a view of the cache is still alive".into(),
-            })?;
-            for h in 0..heads {
-                let src = &data[h * n * dim..(h + 1) * n * dim];
-                let dst = (h * cap + at) * dim;
-                match store.buffer_mut() {
-                    Buffer::F32(b) => b[dst..dst + n * dim].copy_from_slice(src),
-                    Buffer::F16(b) => {
-                        for (o, x) in b[dst..dst + n * dim].iter_mut().zip(src) {
-                            *o = f16::from_f32(*x);
+            match slab {
+                Slab::Dense(storage) => {
+                    let store = Arc::get_mut(storage).ok_or_else(|| FucinaError::InvalidArgument {
+                        op: "KvCache::write",
+                        msg: "a view of the cache is still alive".into(),
+                    })?;
+                    for h in 0..heads {
+                        let src = &data[h * n * dim..(h + 1) * n * dim];
+                        let dst = (h * cap + at) * dim;
+                        match store.buffer_mut() {
+                            Buffer::F32(b) => b[dst..dst + n * dim].copy_from_slice(src),
+                            Buffer::F16(b) => {
+                                for (o, x) in b[dst..dst + n * dim].iter_mut().zip(src) {
+                                    *o = f16::from_f32(*x);
+                                }
+                            }
+                            _ => unreachable!("the cache is built as F32 or F16"),
                         }
                     }
-                    _ => unreachable!("the cache is built as F32 or F16"),
+                }
+                Slab::Blocks(b) => {
+                    // Row (h, position) starts at element (h * cap + position) * dim, a whole
+                    // number of blocks since dim is.
+                    for h in 0..heads {
+                        let src = &data[h * n * dim..(h + 1) * n * dim];
+                        let dst = (h * cap + at) * dim / 32 * Q8_0_BYTES;
+                        let q = quantize_q8_0(src);
+                        b[dst..dst + q.len()].copy_from_slice(&q);
+                    }
                 }
             }
         }
@@ -171,23 +264,89 @@ impl KvCache {
     }
 
     /// Keys of `layer` for positions `0..len+extra` (`extra`: positions written by
-    /// [`KvCache::write`] but not yet committed), as a zero-copy view.
+    /// [`KvCache::write`] but not yet committed), as a zero-copy view (f32 and f16 caches).
     pub fn keys(&self, layer: usize, extra: usize) -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
-        self.view(&self.keys[layer], self.key_dim, extra)
+        self.view(&self.keys[layer], self.key_dim, self.key_dim, extra)
     }
 
     /// Values of `layer`, as [`KvCache::keys`].
     pub fn values(&self, layer: usize, extra: usize) -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
-        self.view(&self.values[layer], self.value_dim, extra)
+        self.view(&self.values[layer], self.value_dim, self.value_dim, extra)
     }
 
-    fn view(&self, slab: &Slab, dim: usize, extra: usize) -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
+    fn filled(&self, extra: usize) -> Result<usize> {
         let n = self.len + extra;
         if n > self.capacity {
             return Err(FucinaError::OutOfRange { axis: "kv_seq".into(), index: n, size: self.capacity });
         }
-        let layout = Layout::from_parts(vec![self.heads, n, dim], vec![self.capacity * dim, dim, 1], 0);
-        Tensor::from_raw(RawTensor::from_storage(slab.storage.clone(), layout)?)
+        Ok(n)
+    }
+
+    /// The first `width` elements of the rows (`dim` apart) of positions `0..len+extra`.
+    fn view<X: Axis>(
+        &self,
+        slab: &Slab,
+        dim: usize,
+        width: usize,
+        extra: usize,
+    ) -> Result<Tensor<(kv_head, kv_seq, X)>> {
+        let n = self.filled(extra)?;
+        let Slab::Dense(storage) = slab else {
+            return Err(FucinaError::InvalidArgument {
+                op: "KvCache::keys",
+                msg: "a q8_0 cache is read by KvCache::attend, not as a tensor".into(),
+            });
+        };
+        let layout = Layout::from_parts(vec![self.heads, n, width], vec![self.capacity * dim, dim, 1], 0);
+        Tensor::from_raw(RawTensor::from_storage(storage.clone(), layout)?)
+    }
+
+    fn blocks<'a, X: Axis>(
+        &'a self,
+        slab: &'a Slab,
+        dim: usize,
+        width: usize,
+        n: usize,
+    ) -> Result<Option<Q8Rows<'a, X>>> {
+        match slab {
+            Slab::Blocks(b) => Ok(Some(Q8Rows::new(b, self.heads, n, width, 0, self.capacity * dim, dim)?)),
+            Slab::Dense(_) => Ok(None),
+        }
+    }
+
+    /// Grouped-query attention of `q` over `layer`'s positions `0..len+extra` (see
+    /// [`KvCache::keys`]), causal from position `start` for the first query, read in place
+    /// in the cache's own format: float views through [`attention`], Q8_0 blocks through
+    /// [`attention_q8_0`].
+    pub fn attend<D: Axis, V: Axis>(
+        &self,
+        layer: usize,
+        q: &Tensor<(seq, kv_head, group, D)>,
+        values: Values,
+        scale: f32,
+        extra: usize,
+        start: usize,
+    ) -> Result<Tensor<(seq, kv_head, group, V)>> {
+        let n = self.filled(extra)?;
+        let kd = self.key_dim;
+        let (vslab, vdim, vwidth) = match values {
+            Values::Own => (&self.values[layer], self.value_dim, self.value_dim),
+            Values::KeyPrefix(w) if w <= kd => (&self.keys[layer], kd, w),
+            Values::KeyPrefix(w) => {
+                return Err(FucinaError::InvalidArgument {
+                    op: "KvCache::attend",
+                    msg: format!("values of {w} from keys {kd} wide"),
+                })
+            }
+        };
+        if let (Some(k), Some(v)) =
+            (self.blocks::<D>(&self.keys[layer], kd, kd, n)?, self.blocks::<V>(vslab, vdim, vwidth, n)?)
+        {
+            return attention_q8_0(q, &k, &v, scale, Some(start));
+        }
+        let keys: Tensor<(kv_head, kv_seq, D)> = self.view(&self.keys[layer], kd, kd, extra)?;
+        let values: Tensor<(kv_head, kv_seq, V)> = self.view(vslab, vdim, vwidth, extra)?;
+        attention(q, &keys, &values, scale, Some(start))
     }
 }
 
@@ -207,7 +366,7 @@ mod tests {
 
     #[test]
     fn appends_in_place_and_views_the_prefix() {
-        for dtype in [DType::F32, DType::F16] {
+        for dtype in [KvType::F32, KvType::F16] {
             let mut c = KvCache::new(1, 2, 3, 3, 4, dtype).unwrap();
             let k = Tensor::<axes![kv_head, seq, head_dim]>::from_vec((0..12).map(|x| x as f32).collect(), &[2, 2, 3])
                 .unwrap();

@@ -7,11 +7,11 @@
 use super::config::Qwen3Config;
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
-use crate::llm::kv_cache::KvCache;
+use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
-use fucina::ops::{attention, RopeStyle};
+use fucina::ops::RopeStyle;
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
@@ -177,7 +177,7 @@ impl Qwen3 {
     }
 
     /// A KV cache for this model holding `capacity` positions (at most the context length).
-    pub fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
+    pub fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
         let c = &self.config;
         if capacity > c.context_length {
             return Err(FucinaError::InvalidArgument {
@@ -185,7 +185,7 @@ impl Qwen3 {
                 msg: format!("{capacity} positions exceed the model's context length of {}", c.context_length),
             });
         }
-        KvCache::new(c.layers, c.kv_heads, c.head_dim, c.head_dim, capacity, dtype)
+        KvCache::new(c.layers, c.kv_heads, c.head_dim, c.head_dim, capacity, kv)
     }
 
     /// Every matrix with its GGUF-style name, for inspection and reporting.
@@ -308,8 +308,7 @@ impl Qwen3 {
             let start = cache.len();
             let (k, v) = (k.narrow::<seq>(at, n)?, v.narrow::<seq>(at, n)?);
             cache.write(layer, &k.permute()?, &v.permute()?)?;
-            let (keys, values) = (cache.keys(layer, n)?, cache.values(layer, n)?);
-            attention(q, &keys, &values, 1.0 / (hd as f32).sqrt(), Some(start))
+            cache.attend::<head_dim, head_dim>(layer, q, Values::Own, 1.0 / (hd as f32).sqrt(), n, start)
         })?;
         let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
         a.o.forward(&o)
@@ -359,8 +358,8 @@ impl crate::llm::generate::CausalLm for Qwen3 {
         self.config.context_length
     }
 
-    fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
-        Qwen3::new_cache(self, capacity, dtype)
+    fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
+        Qwen3::new_cache(self, capacity, kv)
     }
 
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {

@@ -12,7 +12,7 @@ use crate::llm::grammar::GrammarConstraint;
 use crate::llm::sampling::token_logprobs;
 use crate::llm::sampling::{Sampler, SamplingParams};
 use crate::llm::tokenizer::Tokenizer;
-use crate::llm::KvCache;
+use crate::llm::{KvCache, KvType};
 use fucina::prelude::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -118,8 +118,8 @@ impl Drop for AliveGuard {
 pub struct WorkerOptions {
     /// Positions per slot's cache (a request's prompt plus answer).
     pub capacity: usize,
-    /// The caches' element type.
-    pub kv: DType,
+    /// How the caches store keys and values.
+    pub kv: KvType,
     /// Tokens that end an answer.
     pub stop_tokens: Vec<u32>,
     /// Most drafted tokens per step (0: off; never with a grammar, and only while one
@@ -609,8 +609,8 @@ mod tests {
         fn context_length(&self) -> usize {
             self.0.context_length()
         }
-        fn new_cache(&self, capacity: usize, dtype: DType) -> Result<KvCache> {
-            self.0.new_cache(capacity, dtype)
+        fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
+            self.0.new_cache(capacity, kv)
         }
         fn forward(&self, tokens: &[u32], cache: &mut KvCache, all: bool) -> Result<Tensor<axes![seq, vocab]>> {
             assert!(tokens.first() != Some(&0), "injected fault");
@@ -643,7 +643,7 @@ mod tests {
         };
         let tok = Arc::new(Tokenizer::from_gguf(&lm.header).unwrap());
         let model: Arc<dyn CausalLm + Send> = Arc::new(Flaky(lm.model.clone()));
-        let opts = WorkerOptions { capacity: 64, kv: DType::F32, stop_tokens: vec![], speculate: 0, slots: 2 };
+        let opts = WorkerOptions { capacity: 64, kv: KvType::F32, stop_tokens: vec![], speculate: 0, slots: 2 };
         let w = Worker::spawn(model, tok, ctx, opts).unwrap();
         let before = run(&w, vec![5, 6, 7]);
         assert!(matches!(before.last(), Some(Event::Done { .. })), "{before:?}");

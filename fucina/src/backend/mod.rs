@@ -219,12 +219,37 @@ pub struct Gemm<'a> {
     pub b: MatRef<'a>,
 }
 
+/// The storage of [`HeadRows`]: float elements, or Q8_0 blocks (32 elements per 34-byte
+/// block: an f16 scale and 32 int8; element `e` is in block `e / 32`).
+#[derive(Debug, Clone, Copy)]
+pub enum RowStore<'a> {
+    /// Float elements.
+    Float(FloatSlice<'a>),
+    /// Q8_0 blocks; every offset and stride of the rows is a multiple of 32 elements.
+    Q8_0(&'a [u8]),
+}
+
+impl RowStore<'_> {
+    /// Element `i` as f32 (a Q8_0 element decoded: scale times integer).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            RowStore::Float(f) => f.get(i),
+            RowStore::Q8_0(b) => {
+                let at = i / 32 * qdot::Q8_0_BYTES;
+                let d = f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+                d * (b[at + 2 + i % 32] as i8) as f32
+            }
+        }
+    }
+}
+
 /// Keys or values of [`Attention`]: rows of `dim` contiguous elements, `head` stride
-/// between heads and `row` stride between positions.
+/// between heads and `row` stride between positions (in elements).
 #[derive(Debug, Clone, Copy)]
 pub struct HeadRows<'a> {
     /// The storage.
-    pub data: FloatSlice<'a>,
+    pub data: RowStore<'a>,
     /// Offset of head 0, position 0.
     pub offset: usize,
     /// Stride between heads.
@@ -239,12 +264,28 @@ impl HeadRows<'_> {
     pub fn get(&self, h: usize, j: usize, d: usize) -> f32 {
         self.data.get(self.offset + h * self.head + j * self.row + d)
     }
+
+    /// The Q8_0 blocks of row `j` of head `h` (`dim` elements), when stored as Q8_0.
+    pub fn q8_0_row(&self, h: usize, j: usize, dim: usize) -> Option<&[u8]> {
+        match self.data {
+            RowStore::Q8_0(b) => {
+                let at = (self.offset + h * self.head + j * self.row) / 32 * qdot::Q8_0_BYTES;
+                Some(&b[at..at + dim / 32 * qdot::Q8_0_BYTES])
+            }
+            RowStore::Float(_) => None,
+        }
+    }
 }
 
 /// Scaled dot-product attention with grouped query heads: query `[s, h, g, dk]`
 /// (contiguous; `g` query heads share each of the `h` key/value heads), keys `[h, t, dk]`,
 /// values `[h, t, dv]`, output `[s, h, g, dv]`. With `causal = Some(p0)`, query `i` sits
 /// at position `p0 + i` of the keys and sees keys `0..=p0 + i`; with `None` it sees all.
+///
+/// Keys stored as Q8_0 are scored with integer dot products, as llama.cpp does with a
+/// quantized cache: each query row is quantized to Q8_0 ([`qdot::quantize_row_q8_0`]) and
+/// a score is `scale * sum_blocks d_q d_k sum_i q_i k_i`. Values stored as Q8_0 are decoded
+/// (`d * v_i`) into the weighted sum.
 #[derive(Debug, Clone, Copy)]
 pub struct Attention<'a> {
     /// Queries, contiguous `[s, h, g, dk]`.

@@ -4,7 +4,7 @@
 
 use super::{contiguous_f32, float_slice, F32Data};
 use crate::axis::{group, kv_head, kv_seq, seq};
-use crate::backend::{Attention, HeadRows};
+use crate::backend::{Attention, HeadRows, RowStore};
 use crate::error::{FucinaError, Result};
 use crate::exec::graph::record;
 use crate::exec::ExecContext;
@@ -65,8 +65,18 @@ pub fn attention<D: Axis, V: Axis>(
     let (vr, vhs, vrs) = head_rows(&ctx, v.raw(), "attention values")?;
     let p = Attention {
         q: &qd,
-        k: HeadRows { data: float_slice(&kr, "attention")?, offset: kr.layout().offset(), head: khs, row: krs },
-        v: HeadRows { data: float_slice(&vr, "attention")?, offset: vr.layout().offset(), head: vhs, row: vrs },
+        k: HeadRows {
+            data: RowStore::Float(float_slice(&kr, "attention")?),
+            offset: kr.layout().offset(),
+            head: khs,
+            row: krs,
+        },
+        v: HeadRows {
+            data: RowStore::Float(float_slice(&vr, "attention")?),
+            offset: vr.layout().offset(),
+            head: vhs,
+            row: vrs,
+        },
         s,
         h,
         g,

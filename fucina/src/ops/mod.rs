@@ -2,6 +2,7 @@
 //! current context's kernels. Axis-set checks were already done by the compiler.
 
 mod attention;
+mod attention_q8;
 mod conv;
 mod elementwise;
 pub(crate) mod grad;
@@ -13,6 +14,7 @@ mod rope;
 mod shape;
 
 pub use attention::attention;
+pub use attention_q8::{attention_q8_0, Q8Rows};
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;
 pub use rope::RopeStyle;

@@ -5,7 +5,7 @@
 
 use super::simd;
 use crate::backend::fdot::FloatRow;
-use crate::backend::{Attention, FloatSlice, HeadRows};
+use crate::backend::{qdot, Attention, FloatSlice, HeadRows, RowStore};
 use rayon::prelude::*;
 
 /// Queries per task.
@@ -19,17 +19,28 @@ unsafe impl Send for OutPtr {}
 // SAFETY: as above.
 unsafe impl Sync for OutPtr {}
 
-/// Row `j` of head `h` as an f32 slice: borrowed when stored as f32, else widened into `buf`.
+/// Row `j` of head `h` as an f32 slice: borrowed when stored as f32, else widened (or
+/// decoded from Q8_0) into `buf`.
 fn row<'a>(r: &HeadRows<'a>, h: usize, j: usize, dim: usize, buf: &'a mut [f32]) -> &'a [f32] {
     let at = r.offset + h * r.head + j * r.row;
     match r.data {
-        FloatSlice::F32(s) => &s[at..at + dim],
-        FloatSlice::F16(s) => {
+        RowStore::Float(FloatSlice::F32(s)) => &s[at..at + dim],
+        RowStore::Float(FloatSlice::F16(s)) => {
             half::slice::HalfFloatSliceExt::convert_to_f32_slice(&s[at..at + dim], &mut buf[..dim]);
             &buf[..dim]
         }
-        FloatSlice::BF16(s) => {
+        RowStore::Float(FloatSlice::BF16(s)) => {
             half::slice::HalfFloatSliceExt::convert_to_f32_slice(&s[at..at + dim], &mut buf[..dim]);
+            &buf[..dim]
+        }
+        RowStore::Q8_0(_) => {
+            let blocks = r.q8_0_row(h, j, dim).unwrap_or_default();
+            for (b, o) in blocks.chunks_exact(qdot::Q8_0_BYTES).zip(buf[..dim].chunks_exact_mut(32)) {
+                let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for (x, q) in o.iter_mut().zip(&b[2..]) {
+                    *x = d * (*q as i8) as f32;
+                }
+            }
             &buf[..dim]
         }
     }
@@ -43,9 +54,10 @@ fn contiguous_rows<'a>(r: &HeadRows<'a>, h: usize, n: usize, dim: usize) -> Opti
     }
     let at = r.offset + h * r.head;
     Some(match r.data {
-        FloatSlice::F32(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::F32),
-        FloatSlice::F16(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::F16),
-        FloatSlice::BF16(s) => (as_bytes(&s[at..at + n * dim]), FloatRow::BF16),
+        RowStore::Float(FloatSlice::F32(s)) => (as_bytes(&s[at..at + n * dim]), FloatRow::F32),
+        RowStore::Float(FloatSlice::F16(s)) => (as_bytes(&s[at..at + n * dim]), FloatRow::F16),
+        RowStore::Float(FloatSlice::BF16(s)) => (as_bytes(&s[at..at + n * dim]), FloatRow::BF16),
+        RowStore::Q8_0(_) => return None,
     })
 }
 
@@ -88,6 +100,27 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
             }
             super::rowgemm::gemm_rows(rows, n_max, p.dk, &qs, kbytes, fmt, &mut scores, false);
             scores.iter_mut().for_each(|v| *v *= p.scale);
+        } else if let RowStore::Q8_0(_) = p.k.data {
+            // Q8_0 keys: each query row quantized once, integer dot products per key.
+            let width = p.dk / 32 * qdot::Q8_0_BYTES;
+            let mut q8 = vec![0u8; rows * width];
+            for qi in 0..nq {
+                for gi in 0..p.g {
+                    qdot::quantize_row_q8_0(q_row(qi, gi), &mut q8[(qi * p.g + gi) * width..][..width]);
+                }
+            }
+            for j in 0..n_max {
+                let k = p.k.q8_0_row(h, j, p.dk).unwrap_or_default();
+                for qi in 0..nq {
+                    if j >= p.visible(i0 + qi) {
+                        continue;
+                    }
+                    for gi in 0..p.g {
+                        let r = qi * p.g + gi;
+                        scores[r * n_max + j] = qdot::dot_q8_0_q8_0(k, &q8[r * width..][..width]) * p.scale;
+                    }
+                }
+            }
         } else {
             for j in 0..n_max {
                 let k = row(&p.k, h, j, p.dk, &mut buf);

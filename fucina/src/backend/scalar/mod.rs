@@ -1,8 +1,8 @@
 //! The scalar backend: the obvious loops, in the obvious order. This is the spec.
 
 use super::{
-    binary_scalar, strided_offset, unary_scalar, Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, ReduceOp,
-    Strided, UnaryOp,
+    binary_scalar, qdot, strided_offset, unary_scalar, Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels,
+    ReduceOp, Strided, UnaryOp,
 };
 
 /// Plain single-threaded loops.
@@ -117,13 +117,22 @@ impl Kernels for Scalar {
 
     fn attention(&self, p: &Attention<'_>, out: &mut [f32]) {
         let mut scores = vec![0.0f32; p.t];
+        let quantized_keys = matches!(p.k.data, crate::backend::RowStore::Q8_0(_));
+        let mut q8 = vec![0u8; p.dk / 32 * qdot::Q8_0_BYTES];
         for i in 0..p.s {
             let n = p.visible(i);
             for h in 0..p.h {
                 for gi in 0..p.g {
                     let q = &p.q[((i * p.h + h) * p.g + gi) * p.dk..][..p.dk];
+                    if quantized_keys {
+                        // Q8_0 keys: the query quantized to Q8_0, integer block sums.
+                        qdot::quantize_row_q8_0(q, &mut q8);
+                    }
                     for (j, sc) in scores[..n].iter_mut().enumerate() {
-                        let dot: f32 = (0..p.dk).map(|d| q[d] * p.k.get(h, j, d)).sum();
+                        let dot: f32 = match p.k.q8_0_row(h, j, p.dk) {
+                            Some(k) => qdot::dot_q8_0_q8_0_scalar(k, &q8),
+                            None => (0..p.dk).map(|d| q[d] * p.k.get(h, j, d)).sum(),
+                        };
                         *sc = dot * p.scale;
                     }
                     let m = scores[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
