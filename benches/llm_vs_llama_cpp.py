@@ -79,6 +79,10 @@ def main():
     ap.add_argument("--tg", type=int, default=32)
     ap.add_argument("--models", default=os.path.join(ROOT, "target", "bench-models"))
     ap.add_argument("--no-mmap", action="store_true", help="load the model into memory on both sides")
+    ap.add_argument("--kv", default="f16", choices=["f16", "q8_0"],
+                    help="KV cache type on both sides (llama.cpp: -ctk/-ctv)")
+    ap.add_argument("--depth", type=int, default=0,
+                    help="tokens already in the cache before each test (llama-bench -d; lm-bench runs a prompt first)")
     a = ap.parse_args()
     pp = [int(x) for x in a.pp.split(",")]
     if not os.path.exists(LLAMA_BENCH):
@@ -86,8 +90,11 @@ def main():
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "fucina-models", "--bin", "lm-bench", "--bin", "synth",
                     "--bin", "quantize"], check=True, cwd=ROOT)
     os.makedirs(a.models, exist_ok=True)
-    f_extra = ["--no-mmap"] if a.no_mmap else []
-    l_extra = ["-lm", "none"] if a.no_mmap else []
+    f_extra = (["--no-mmap"] if a.no_mmap else []) + ["--kv", a.kv]
+    l_extra = (["-lm", "none"] if a.no_mmap else []) + ["-ctk", a.kv, "-ctv", a.kv]
+    if a.depth:
+        f_extra += ["--depth", str(a.depth)]
+        l_extra += ["-d", str(a.depth)]
     tests = [f"pp{p}" for p in pp] + ([f"tg{a.tg}"] if a.tg else [])
     rows = []
     bench_threads = [int(t) for t in str(a.threads).split(",")]
@@ -133,7 +140,7 @@ def main():
                 probe = statistics.median([b[1] for b in bw])
                 print(f"{fmt} {threads} threads: read-bandwidth probe {probe:.1f} GB/s", file=sys.stderr)
     print(f"\n{a.preset}, {a.rounds} interleaved rounds, "
-          f"{'no-mmap' if a.no_mmap else 'mmap'}, f16 KV cache; {cpu_name()}; "
+          f"{'no-mmap' if a.no_mmap else 'mmap'}, {a.kv} KV cache, depth {a.depth}; {cpu_name()}; "
           f"{datetime.date.today().isoformat()}")
     print("| format | threads | test | fucina tok/s | llama.cpp tok/s | fucina / llama.cpp | fucina range | llama.cpp range "
           "| decode bandwidth used (fucina / llama.cpp) |")

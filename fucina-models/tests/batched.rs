@@ -172,3 +172,29 @@ fn a_bad_sequence_fails_the_batch_before_anything_runs() {
     let mut empty = [Segment { tokens: &[], cache: &mut a, rows: LogitRows::Last }];
     assert!(m.forward_batch(&mut empty).unwrap_err().to_string().contains("no tokens"));
 }
+
+/// `qwen3 --batch FILE` answers every line together; each answer is what `--chat` gives for
+/// that line alone.
+#[test]
+fn the_cli_answers_a_batch_as_it_answers_each_line() {
+    let lines = ["What is the capital of France?", "Name three colours.", "Count to five."];
+    let dir = std::env::temp_dir().join(format!("fucina-batch-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("questions.txt");
+    std::fs::write(&file, lines.join("\n\n")).unwrap();
+    let run = |args: &[&str]| -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qwen3"))
+            .args(["--max-tokens", "12", "--threads", "2"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let batch = run(&["--batch", file.to_str().unwrap()]);
+    for (i, l) in lines.iter().enumerate() {
+        let alone = run(&["--chat", l]);
+        let want = format!("[{}] {}", i + 1, alone.trim());
+        assert!(batch.contains(&want), "line {i}: {want:?} not in {batch:?}");
+    }
+}

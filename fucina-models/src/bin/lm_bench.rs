@@ -53,6 +53,10 @@ struct Args {
     /// Prompt tokens per sequence before a batched decode.
     #[arg(long, default_value_t = 32)]
     stream_pp: usize,
+    /// Tokens already in the cache before each pp/tg test (fed untimed first), as
+    /// llama-bench's `-d`: attention over a filled cache.
+    #[arg(long, default_value_t = 0)]
+    depth: usize,
 }
 
 fn main() {
@@ -64,13 +68,28 @@ fn main() {
         let model = &*lm.model;
         let vocab = model.vocab_size() as u64;
         let dtype = if a.kv_f32 { KvType::F32 } else { a.kv };
-        let longest = a.pp.iter().copied().max().unwrap_or(0).max(a.tg) + 1;
+        let longest = (a.pp.iter().copied().max().unwrap_or(0).max(a.tg) + 1)
+            .checked_add(a.depth)
+            .filter(|n| *n <= model.context_length())
+            .ok_or(FucinaError::InvalidArgument {
+                op: "lm-bench",
+                msg: "--depth plus the tests exceed the context".into(),
+            })?;
         let stream_len =
             a.stream_pp.checked_add(a.tg).filter(|n| a.streams.is_empty() || *n <= model.context_length()).ok_or(
                 FucinaError::InvalidArgument { op: "lm-bench", msg: "--stream-pp plus --tg exceed the context".into() },
             )?;
         let rng = fucina::rng::Philox::new(1234);
         let tokens: Vec<u32> = (0..longest as u64).map(|i| (rng.at(0, i)[0] as u64 % vocab) as u32).collect();
+        let (filler, tokens) = tokens.split_at(a.depth);
+        // A cache holding `--depth` tokens already (untimed).
+        let fresh = || -> fucina::Result<fucina_models::llm::KvCache> {
+            let mut cache = model.new_cache(longest, dtype)?;
+            if !filler.is_empty() {
+                ctx.run_on_pool(|| model.forward(filler, &mut cache, false))?;
+            }
+            Ok(cache)
+        };
         let step = |toks: &[u32], cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
             ctx.run_on_pool(|| model.forward(toks, cache, false)).map(|_| ())
         };
@@ -85,11 +104,11 @@ fn main() {
         );
         // Warm-up: touch every weight once.
         let mut cache = model.new_cache(longest, dtype)?;
-        step(&tokens[..4.min(longest)], &mut cache)?;
+        step(&tokens[..4.min(tokens.len())], &mut cache)?;
         eprintln!("{}: {}, {} threads, KV cache {dtype:?}", a.model.display(), lm.summary, a.threads);
         for rep in 0..a.reps {
             for &p in &a.pp {
-                let mut cache = model.new_cache(longest, dtype)?;
+                let mut cache = fresh()?;
                 let t0 = Instant::now();
                 step(&tokens[..p], &mut cache)?;
                 let rate = p as f64 / t0.elapsed().as_secs_f64();
@@ -102,7 +121,7 @@ fn main() {
                 eprintln!("rep {rep}: tg{} x {n} streams {rate:.1} tok/s in all", a.tg);
             }
             if a.tg > 0 {
-                let mut cache = model.new_cache(longest, dtype)?;
+                let mut cache = fresh()?;
                 let t0 = Instant::now();
                 for t in &tokens[..a.tg] {
                     step(std::slice::from_ref(t), &mut cache)?;

@@ -2,7 +2,7 @@
 //! common flags, one-shot completion or chat, the interactive chat REPL, timings.
 
 use super::chat::{ChatFormat, Message, Role};
-use super::generate::{generate, CausalLm, GenerateOptions, GenerationStats};
+use super::generate::{generate, generate_batch, BatchJob, CausalLm, GenerateOptions, GenerationStats};
 use super::grammar::{Grammar, GrammarCompiler};
 use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::Tokenizer;
@@ -26,6 +26,11 @@ pub struct LmArgs {
     /// Interactive chat: read user messages from stdin, one per line (`/reset`, `/exit`).
     #[arg(short, long)]
     pub interactive: bool,
+    /// Answer every line of FILE (each a user message, with the chat template) together:
+    /// all answers advance in one forward pass per step, each with its own cache; the
+    /// answers are printed in order when all are done (at most 256 lines).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "chat", "interactive"])]
+    pub batch: Option<PathBuf>,
     /// System message for chat.
     #[arg(long)]
     pub system: Option<String>,
@@ -197,6 +202,76 @@ pub fn report(stats: &GenerationStats) {
     );
 }
 
+/// The most messages `--batch` answers together.
+pub const MAX_BATCH: usize = 256;
+
+/// Answers `prompts` together (`--batch`), each with its own cache and sampler (seeded
+/// samplers draw as they would alone), then prints them in order; a live rate on stderr.
+#[allow(clippy::too_many_arguments)]
+fn answer_batch(
+    model: &dyn CausalLm,
+    tok: &Tokenizer,
+    prompts: &[Vec<u32>],
+    capacity: usize,
+    kv: KvType,
+    params: &SamplingParams,
+    opts: &GenerateOptions,
+    constrain: &dyn Fn(&mut Sampler) -> Result<()>,
+) -> Result<()> {
+    let n = prompts.len();
+    let mut caches = (0..n).map(|_| model.new_cache(capacity, kv)).collect::<Result<Vec<_>>>()?;
+    let mut samplers = (0..n).map(|_| Sampler::new(params.clone())).collect::<Vec<_>>();
+    for s in &mut samplers {
+        constrain(s)?;
+    }
+    let texts: Vec<std::cell::RefCell<String>> = (0..n).map(|_| Default::default()).collect();
+    let t0 = std::time::Instant::now();
+    let pieces = std::cell::Cell::new(0usize);
+    let last = std::cell::Cell::new(t0);
+    let mut sinks: Vec<Box<dyn FnMut(&str) -> bool + '_>> = texts
+        .iter()
+        .map(|t| {
+            let (pieces, last) = (&pieces, &last);
+            Box::new(move |s: &str| {
+                t.borrow_mut().push_str(s);
+                pieces.set(pieces.get() + 1);
+                if last.get().elapsed().as_secs_f64() >= 1.0 {
+                    last.set(std::time::Instant::now());
+                    let secs = t0.elapsed().as_secs_f64();
+                    eprint!(
+                        "\r{n} answers: {} pieces of text in {secs:.0} s, {:.1}/s   ",
+                        pieces.get(),
+                        pieces.get() as f64 / secs
+                    );
+                }
+                true
+            }) as Box<dyn FnMut(&str) -> bool + '_>
+        })
+        .collect();
+    let mut jobs: Vec<BatchJob<'_>> = prompts
+        .iter()
+        .zip(caches.iter_mut())
+        .zip(samplers.iter_mut())
+        .zip(sinks.iter_mut())
+        .map(|(((p, cache), sampler), on_text)| BatchJob { prompt: p, cache, sampler, opts, on_text: &mut **on_text })
+        .collect();
+    let results = generate_batch(model, tok, &mut jobs, 128)?;
+    drop(jobs);
+    drop(sinks);
+    let secs = t0.elapsed().as_secs_f64();
+    eprintln!();
+    for (i, t) in texts.iter().enumerate() {
+        println!("[{}] {}", i + 1, t.borrow().trim());
+    }
+    let generated: usize = results.iter().map(|(_, s)| s.generated_tokens).sum();
+    let read: usize = results.iter().map(|(_, s)| s.prompt_tokens).sum();
+    eprintln!(
+        "{n} answers together: {read} prompt tokens, {generated} tokens generated in {secs:.2} s ({:.1} tok/s over all answers)",
+        generated as f64 / secs.max(1e-9)
+    );
+    Ok(())
+}
+
 /// Runs what the flags ask for: a completion, one chat answer, or the REPL (the default
 /// when neither `--prompt` nor `--chat` is given and stdin is interactive input).
 pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
@@ -253,6 +328,27 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         true
     };
     let mut messages: Vec<Message> = args.system.iter().map(|s| Message::new(Role::System, s.clone())).collect();
+    if let Some(path) = &args.batch {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() })?;
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if lines.is_empty() || lines.len() > MAX_BATCH {
+            return Err(FucinaError::InvalidArgument {
+                op: "--batch",
+                msg: format!("{} has {} messages; 1..={MAX_BATCH} are answered together", path.display(), lines.len()),
+            });
+        }
+        let prompts = lines
+            .iter()
+            .map(|l| {
+                let mut m = messages.clone();
+                m.push(Message::new(Role::User, *l));
+                tok.encode_prompt(&format.prompt(&m, think))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        drop(cache);
+        return answer_batch(model, &tok, &prompts, capacity, kv, &args.sampling()?, &opts, &|s| constrain(s));
+    }
     if let Some(p) = &args.prompt {
         let ids = tok.encode(p)?;
         print!("{p}");
