@@ -202,6 +202,9 @@ pub fn report(stats: &GenerationStats) {
     );
 }
 
+/// Where one answer's text goes.
+type TextSink<'a> = Box<dyn FnMut(&str) -> bool + 'a>;
+
 /// The most messages `--batch` answers together.
 pub const MAX_BATCH: usize = 256;
 
@@ -228,7 +231,7 @@ fn answer_batch(
     let t0 = std::time::Instant::now();
     let pieces = std::cell::Cell::new(0usize);
     let last = std::cell::Cell::new(t0);
-    let mut sinks: Vec<Box<dyn FnMut(&str) -> bool + '_>> = texts
+    let mut sinks: Vec<TextSink<'_>> = texts
         .iter()
         .map(|t| {
             let (pieces, last) = (&pieces, &last);
@@ -245,7 +248,7 @@ fn answer_batch(
                     );
                 }
                 true
-            }) as Box<dyn FnMut(&str) -> bool + '_>
+            }) as TextSink<'_>
         })
         .collect();
     let mut jobs: Vec<BatchJob<'_>> = prompts
