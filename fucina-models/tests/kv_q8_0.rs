@@ -5,6 +5,8 @@
 //! greedy decoding with the cache runs batched and alone to the same tokens, and models
 //! whose rows are not whole blocks are refused with a clear error.
 
+mod common;
+
 use fucina::prelude::*;
 use fucina::quant::GgmlType;
 use fucina_models::llm::generate::CausalLm;
@@ -78,12 +80,8 @@ fn logits(path: &Path, backend: BackendKind, kv: KvType) -> Vec<f32> {
 
 /// (1 - cosine, largest difference over the largest logit).
 fn compare(a: &[f32], b: &[f32]) -> (f64, f32) {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let dmax = a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-    (1.0 - dot / (na * nb), dmax / amax)
+    let (cos, rel) = common::closeness(a, b);
+    (1.0 - cos, rel)
 }
 
 #[test]

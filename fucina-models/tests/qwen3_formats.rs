@@ -4,6 +4,8 @@
 //! (block formats also quantize the activations, to Q8_0 or Q8_K). The scalar and native
 //! backends agree on each file to f32 rounding.
 
+mod common;
+
 use fucina::prelude::*;
 use fucina::quant::GgmlType;
 use fucina_models::llm::synth::{self, Qwen3Shape};
@@ -25,12 +27,7 @@ fn logits(path: &std::path::Path, backend: BackendKind, tokens: &[u32]) -> Vec<f
 }
 
 fn compare(a: &[f32], b: &[f32]) -> (f64, f32) {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let dmax = a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-    (dot / (na * nb), dmax / amax)
+    common::closeness(a, b)
 }
 
 fn run(shape: Qwen3Shape, name: &str) {

@@ -140,19 +140,7 @@ fn openai_api_over_loopback() {
                 if i % 2 == 0 {
                     // Streamed: concatenate the deltas.
                     let resp = ureq::post(&format!("{base}/v1/chat/completions")).send_json(body).unwrap();
-                    let mut out = String::new();
-                    for line in BufReader::new(resp.into_reader()).lines() {
-                        let line = line.unwrap();
-                        match line.strip_prefix("data: ") {
-                            Some("[DONE]") => break,
-                            Some(d) => {
-                                let c: Value = serde_json::from_str(d).unwrap();
-                                out.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
-                            }
-                            None => {}
-                        }
-                    }
-                    out
+                    common::streamed_content(resp)
                 } else {
                     post(&base, "/v1/chat/completions", &body).1["choices"][0]["message"]["content"]
                         .as_str()

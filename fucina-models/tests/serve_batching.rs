@@ -13,7 +13,6 @@ use fucina_models::llm::generate::{generate, GenerateOptions};
 use fucina_models::llm::KvType;
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 
 mod common;
 
@@ -46,19 +45,7 @@ fn stream(base: &str, user: &str, temperature: f32, seed: u64) -> String {
     let body = json!({ "model": "qwen3-tiny-f32", "messages": [{ "role": "user", "content": user }],
                        "max_tokens": MAX_TOKENS, "temperature": temperature, "seed": seed, "stream": true });
     let resp = ureq::post(&format!("{base}/v1/chat/completions")).send_json(body).unwrap();
-    let mut out = String::new();
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.unwrap();
-        match line.strip_prefix("data: ") {
-            Some("[DONE]") => break,
-            Some(d) => {
-                let c: Value = serde_json::from_str(d).unwrap();
-                out.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
-            }
-            None => {}
-        }
-    }
-    out
+    common::streamed_content(resp)
 }
 
 fn health(base: &str) -> Value {

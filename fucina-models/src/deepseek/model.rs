@@ -11,7 +11,7 @@
 
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
-use crate::llm::batch::{self, LogitRows, Segment};
+use crate::llm::batch::{self, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
@@ -261,10 +261,7 @@ impl DeepSeek {
         all_logits: bool,
         routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
-        let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
-        let mut batch = [Segment { tokens, cache, rows }];
-        let mut out = self.forward_batch_traced(&mut batch, routes)?;
-        out.pop().ok_or(FucinaError::InvalidArgument { op: "DeepSeek::forward", msg: "no tokens".into() })
+        batch::single(tokens, cache, all_logits, |b| self.forward_batch_traced(b, routes))
     }
 
     /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product and
@@ -297,12 +294,9 @@ impl DeepSeek {
             };
             x = x.add(&m)?;
         }
-        let logits = if batch.iter().any(|s| s.rows != LogitRows::None) {
-            let x = batch::head_rows(x, &spans, batch)?;
-            Some(lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)?)
-        } else {
-            None
-        };
+        let logits = batch::logits(x, &spans, batch, |x| {
+            lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
+        })?;
         batch::finish(batch, logits, c.vocab)
     }
 

@@ -130,6 +130,33 @@ pub fn head_rows(
     Tensor::concat::<seq>(&parts.iter().collect::<Vec<_>>())
 }
 
+/// Runs one sequence through `forward` (a model's batched pass) as a batch of one: the
+/// logits of every position (`all_logits`) or of the last.
+pub fn single(
+    tokens: &[u32],
+    cache: &mut KvCache,
+    all_logits: bool,
+    forward: impl FnOnce(&mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>>,
+) -> Result<Tensor<axes![seq, vocab]>> {
+    let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
+    let mut out = forward(&mut [Segment { tokens, cache, rows }])?;
+    out.pop().ok_or(FucinaError::InvalidArgument { op: "forward", msg: "no logits".into() })
+}
+
+/// The head's logits for the rows the segments want (`None` when none wants any):
+/// `head` maps the selected hidden rows to logits.
+pub fn logits(
+    x: Tensor<axes![seq, hidden]>,
+    spans: &[(usize, usize)],
+    batch: &[Segment<'_>],
+    head: impl FnOnce(Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, vocab]>>,
+) -> Result<Option<Tensor<axes![seq, vocab]>>> {
+    if batch.iter().all(|s| s.rows == LogitRows::None) {
+        return Ok(None);
+    }
+    head(head_rows(x, spans, batch)?).map(Some)
+}
+
 /// Commits every segment's new positions and splits the head's logits into one tensor per
 /// segment (`[0, vocab]` for [`LogitRows::None`]).
 pub fn finish(

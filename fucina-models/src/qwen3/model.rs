@@ -5,7 +5,7 @@
 //! norms are f32 tensors.
 
 use super::config::Qwen3Config;
-use crate::llm::batch::{self, LogitRows, Segment};
+use crate::llm::batch::{self, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
@@ -238,10 +238,7 @@ impl Qwen3 {
         all_logits: bool,
         routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
-        let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
-        let mut batch = [Segment { tokens, cache, rows }];
-        let mut out = self.forward_batch_traced(&mut batch, routes)?;
-        out.pop().ok_or(FucinaError::InvalidArgument { op: "Qwen3::forward", msg: "no tokens".into() })
+        batch::single(tokens, cache, all_logits, |b| self.forward_batch_traced(b, routes))
     }
 
     /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product
@@ -274,12 +271,9 @@ impl Qwen3 {
             };
             x = x.add(&m)?;
         }
-        let logits = if batch.iter().any(|s| s.rows != LogitRows::None) {
-            let x = batch::head_rows(x, &spans, batch)?;
-            Some(lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)?)
-        } else {
-            None
-        };
+        let logits = batch::logits(x, &spans, batch, |x| {
+            lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
+        })?;
         batch::finish(batch, logits, c.vocab)
     }
 

@@ -42,3 +42,32 @@ pub fn start(args: &[&str]) -> Server {
     let addr = base.trim_start_matches("http://").to_string();
     Server { child, base, addr }
 }
+
+/// A streamed chat completion's text: the `delta.content` of every server-sent event until
+/// `[DONE]`.
+pub fn streamed_content(resp: ureq::Response) -> String {
+    let mut out = String::new();
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        match line.strip_prefix("data: ") {
+            Some("[DONE]") => break,
+            Some(d) => {
+                let c: serde_json::Value = serde_json::from_str(d).unwrap();
+                out.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// How close logits `a` are to `b`: cosine similarity, and the largest difference over the
+/// largest magnitude of `b`.
+pub fn closeness(a: &[f32], b: &[f32]) -> (f64, f32) {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let dmax = a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+    (dot / (na * nb), dmax / amax)
+}
