@@ -47,19 +47,13 @@ pub fn attention<D: Axis, V: Axis>(
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     let (s, h, g, dk) = (qs[0], qs[1], qs[2], qs[3]);
     let (t, dv) = (ks[1], vs[2]);
-    for (axis, a, b) in [("kv_head", h, ks[0]), ("kv_head", h, vs[0]), (D::NAME, dk, ks[2]), ("kv_seq", t, vs[1])] {
-        if a != b {
-            return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: a, right: b });
-        }
-    }
-    if let Some(p0) = causal {
-        if p0 + s > t {
-            return Err(FucinaError::InvalidArgument {
-                op: "attention",
-                msg: format!("queries at positions {p0}..{} but only {t} keys", p0 + s),
-            });
-        }
-    }
+    check_sizes(
+        "attention",
+        [("kv_head", h, ks[0]), ("kv_head", h, vs[0]), (D::NAME, dk, ks[2]), ("kv_seq", t, vs[1])],
+        s,
+        t,
+        causal,
+    )?;
     let qd = contiguous_f32(&ctx, q.raw(), "attention")?;
     let (kr, khs, krs) = head_rows(&ctx, k.raw(), "attention keys")?;
     let (vr, vhs, vrs) = head_rows(&ctx, v.raw(), "attention values")?;
@@ -104,6 +98,31 @@ pub fn attention<D: Axis, V: Axis>(
         })
     });
     Tensor::from_raw(y)
+}
+
+/// Checks that the operands' sizes agree (`(axis, size, other's size)`) and that causal
+/// queries at `p0..p0 + s` have their keys among the `t`.
+pub(super) fn check_sizes(
+    op: &'static str,
+    pairs: [(&str, usize, usize); 4],
+    s: usize,
+    t: usize,
+    causal: Option<usize>,
+) -> Result<()> {
+    for (axis, a, b) in pairs {
+        if a != b {
+            return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: a, right: b });
+        }
+    }
+    if let Some(p0) = causal {
+        if p0.checked_add(s).is_none_or(|end| end > t) {
+            return Err(FucinaError::InvalidArgument {
+                op,
+                msg: format!("queries at positions {p0}..{} but only {t} keys", p0.saturating_add(s)),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The sizes of one attention call.

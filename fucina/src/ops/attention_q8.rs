@@ -111,19 +111,8 @@ pub fn attention_q8_0<D: Axis, V: Axis>(
     let qs = q.shape();
     let (s, h, g, dk) = (qs[0], qs[1], qs[2], qs[3]);
     let (t, dv) = (k.len, v.dim);
-    for (axis, a, b) in [("kv_head", h, k.heads), ("kv_head", h, v.heads), (D::NAME, dk, k.dim), ("kv_seq", t, v.len)] {
-        if a != b {
-            return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: a, right: b });
-        }
-    }
-    if let Some(p0) = causal {
-        if p0 + s > t {
-            return Err(FucinaError::InvalidArgument {
-                op: "attention_q8_0",
-                msg: format!("queries at positions {p0}..{} but only {t} keys", p0 + s),
-            });
-        }
-    }
+    let pairs = [("kv_head", h, k.heads), ("kv_head", h, v.heads), (D::NAME, dk, k.dim), ("kv_seq", t, v.len)];
+    super::attention::check_sizes("attention_q8_0", pairs, s, t, causal)?;
     let qd = contiguous_f32(&ctx, q.raw(), "attention_q8_0")?;
     let p = Attention { q: &qd, k: k.head_rows(), v: v.head_rows(), s, h, g, t, dk, dv, scale, causal };
     let mut out = ctx.alloc(s * h * g * dv);
