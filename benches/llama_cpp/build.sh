@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench, llama-batched-bench, llama-completion and llama-tokenize (CPU
+# Builds llama.cpp's llama-bench, llama-batched-bench, llama-completion and llama-tokenize, and
+# libllama.so (for benches/kv_q8_0_vs_llama_cpp.py, through the sdist's own ctypes bindings) (CPU
 # only, -march=native) from the llama.cpp sources vendored in the pinned llama-cpp-python sdist
 # (the same one tools/gen_kquant_goldens.py uses), with cmake and ninja from PyPI.
 # Output: benches/llama_cpp/build/bin/. Needs the package registry once (all cached after).
@@ -38,6 +39,6 @@ cmake -S src/$SDIST/vendor/llama.cpp -B build -G Ninja -DCMAKE_BUILD_TYPE=Releas
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF \
-  -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
-cmake --build build --target llama-bench llama-batched-bench llama-completion llama-tokenize -j "$(nproc)" >/dev/null
+  -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=ON >/dev/null
+cmake --build build --target llama llama-bench llama-batched-bench llama-completion llama-tokenize -j "$(nproc)" >/dev/null
 echo "built: $PWD/build/bin/llama-bench"
