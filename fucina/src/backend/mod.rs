@@ -14,6 +14,7 @@ pub mod scalar;
 pub mod weights;
 
 pub use interleave::Interleaved;
+pub use native::team::Team;
 pub use native::{in_serial, serial};
 pub use weights::{WeightFormat, WeightMat};
 

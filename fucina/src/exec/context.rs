@@ -1,6 +1,6 @@
 //! `ExecContext`: which backend runs, on how many threads, with which buffers and RNG.
 
-use crate::backend::{BackendKind, Kernels};
+use crate::backend::{BackendKind, Kernels, Team};
 use crate::error::{FucinaError, Result};
 use crate::rng::Philox;
 use crate::storage::{Buffer, BufferPool, Storage};
@@ -32,6 +32,9 @@ struct Inner {
     config: ExecConfig,
     kernels: &'static dyn Kernels,
     pool: rayon::ThreadPool,
+    /// The native kernels' worker team for [`ExecContext::run_on_pool`] (more than one thread,
+    /// unless `FUCINA_NO_TEAM` is set).
+    team: Option<Arc<Team>>,
     threads: usize,
     buffers: Arc<BufferPool>,
     rng: Philox,
@@ -99,11 +102,18 @@ impl ExecContext {
             .thread_name(|i| format!("fucina-{i}"))
             .build()
             .map_err(|e| FucinaError::ThreadPool(e.to_string()))?;
+        let team =
+            if config.backend == BackendKind::Native && threads > 1 && std::env::var_os("FUCINA_NO_TEAM").is_none() {
+                Some(Arc::new(Team::new(threads - 1).map_err(|e| FucinaError::ThreadPool(e.to_string()))?))
+            } else {
+                None
+            };
         Ok(ExecContext {
             inner: Arc::new(Inner {
                 config,
                 kernels: config.backend.kernels(),
                 pool,
+                team,
                 threads,
                 buffers: Arc::new(BufferPool::new(config.pool_bytes)),
                 rng: Philox::new(config.seed),
@@ -134,6 +144,7 @@ impl ExecContext {
                             config,
                             kernels: config.backend.kernels(),
                             pool,
+                            team: None,
                             threads,
                             buffers: Arc::new(BufferPool::new(config.pool_bytes)),
                             rng: Philox::new(0),
@@ -159,6 +170,7 @@ impl ExecContext {
                 config,
                 kernels: config.backend.kernels(),
                 pool,
+                team: None,
                 threads: 1,
                 buffers: Arc::new(BufferPool::new(config.pool_bytes)),
                 rng: Philox::new(0),
@@ -227,14 +239,17 @@ impl ExecContext {
     }
 
     /// Runs `f` on one of this context's workers with this context current there. A long
-    /// sequence of ops (a model's forward) run this way hands each parallel kernel to the
-    /// pool by work stealing between warm workers, instead of waking the pool from outside
-    /// once per op.
+    /// sequence of ops (a model's forward) run this way drives the native kernels' worker
+    /// team (`backend::Team`): its helpers stay hot between the parallel products
+    /// of the sequence instead of the pool being woken once per product.
     pub fn run_on_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         if self.inner.config.backend == BackendKind::Scalar {
             return self.scope(f);
         }
-        self.inner.pool.install(|| self.scope(f))
+        match &self.inner.team {
+            Some(team) => self.inner.pool.install(|| team.enter(|| self.scope(f))),
+            None => self.inner.pool.install(|| self.scope(f)),
+        }
     }
 
     /// An f32 buffer from the pool with unspecified (initialized) contents; callers overwrite it all.

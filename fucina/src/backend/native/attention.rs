@@ -6,7 +6,6 @@
 use super::simd;
 use crate::backend::fdot::FloatRow;
 use crate::backend::{qdot, Attention, FloatSlice, HeadRows, RowStore};
-use rayon::prelude::*;
 
 /// Queries per task.
 const QBLOCK: usize = 16;
@@ -167,7 +166,7 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
     let tasks = p.h * blocks;
     let work = p.s * p.t * p.h * p.g * (p.dk + p.dv);
     if super::par(work) {
-        (0..tasks).into_par_iter().for_each(task);
+        super::team::for_each(tasks, task);
     } else {
         (0..tasks).for_each(task);
     }

@@ -180,7 +180,7 @@ fn streamed<const MR: usize, const NR: usize>(
     };
     let tasks = panels.div_ceil(per);
     if parallel {
-        (0..tasks).into_par_iter().for_each(task);
+        super::team::for_each(tasks, task);
     } else {
         (0..tasks).for_each(task);
     }
@@ -261,7 +261,7 @@ fn blocked<const MR: usize, const NR: usize>(
                 });
             };
             if parallel {
-                (0..m_blocks * n_chunks).into_par_iter().for_each(task);
+                super::team::for_each(m_blocks * n_chunks, task);
             } else {
                 (0..m_blocks * n_chunks).for_each(task);
             }

@@ -17,7 +17,6 @@ use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
 use super::super::weights::{activation_row_bytes, quantize_activations, WeightMat};
 use super::simd::has_avx512_int;
-use rayon::prelude::*;
 
 /// `y [m, n] = x [m, k] W^T` for an interleaved weight (`w.format.interleaved()` is some):
 /// groups of sixteen weight rows split over the pool.
@@ -48,7 +47,7 @@ pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: b
         fill_groups(f, w, &acts, m, g0, g1, &out);
     };
     if parallel {
-        (0..groups.div_ceil(per)).into_par_iter().for_each(task);
+        super::team::for_each(groups.div_ceil(per), task);
     } else {
         (0..groups.div_ceil(per)).for_each(task);
     }

@@ -16,6 +16,7 @@ mod reduce;
 mod rowgemm;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};
 pub mod simd;
+pub mod team;
 mod weights;
 
 use super::{Attention, BinaryOp, Conv1d, FloatSlice, Gemm, Kernels, MatRef, ReduceOp, Strided, UnaryOp};

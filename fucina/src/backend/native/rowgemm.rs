@@ -8,7 +8,6 @@
 
 use super::simd::{self, Level};
 use crate::backend::fdot::{self, FloatRow};
-use rayon::prelude::*;
 
 /// Activation rows per block: the block stays in L2 while a task's weight rows meet it.
 const IBLOCK: usize = 16;
@@ -88,7 +87,7 @@ pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRo
         let threads = rayon::current_num_threads().max(1);
         // Ranges of whole tiles, about eight per thread.
         let per = n.div_ceil(8 * threads).div_ceil(rn).max(1) * rn;
-        (0..n.div_ceil(per)).into_par_iter().for_each(|c| task(c * per, ((c + 1) * per).min(n)));
+        super::team::for_each(n.div_ceil(per), |c| task(c * per, ((c + 1) * per).min(n)));
     } else {
         task(0, n);
     }
@@ -425,7 +424,7 @@ pub fn gemm_rows_bf16(
     if parallel {
         let threads = rayon::current_num_threads().max(1);
         let per = n.div_ceil(4 * threads).div_ceil(RN).max(1) * RN;
-        (0..n.div_ceil(per)).into_par_iter().for_each(|c| task(c * per, ((c + 1) * per).min(n)));
+        super::team::for_each(n.div_ceil(per), |c| task(c * per, ((c + 1) * per).min(n)));
     } else {
         task(0, n);
     }

@@ -288,7 +288,7 @@ fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, 
     let cols = Cols { ptr: y.as_mut_ptr(), n };
     let f = |c: usize| fill(c * per, ((c + 1) * per).min(n), &cols);
     if parallel {
-        (0..n.div_ceil(per)).into_par_iter().for_each(f);
+        super::team::for_each(n.div_ceil(per), f);
     } else {
         (0..n.div_ceil(per)).for_each(f);
     }
