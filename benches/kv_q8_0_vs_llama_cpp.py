@@ -21,27 +21,18 @@ same two tools' difference with full-precision caches (llama.cpp f16, fucina f16
 import argparse
 import datetime
 import os
-import platform
 import subprocess
 import sys
 import tarfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llm_vs_llama_cpp import ROOT, cpu_name  # noqa: E402
+
 LLAMA = os.path.join(ROOT, "benches", "llama_cpp")
 SDIST = "llama_cpp_python-0.3.36"
 # The bindings' own dependencies, pinned (numpy and jinja2 as tools/requirements.txt pins them).
 VENV_PKGS = ["numpy==2.4.6", "jinja2==3.1.6", "diskcache==5.6.3", "typing-extensions==4.15.0"]
 GGML_TYPE = {"f16": 1, "q8_0": 8}
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def llama_worker(a):
