@@ -189,6 +189,24 @@ with client.responses.stream(model=model, input="Weather in Rome?", tools=flat, 
                              parallel_tool_calls=False, temperature=1, max_output_tokens=96) as st:
     fr = st.get_final_response()
 check([o.type for o in fr.output] == ["function_call"], "streamed function call")
+# Reasoning: biased into a <think> block (ids 751/752 in the tiny model's vocabulary), the
+# Responses stream carries it as a reasoning item with reasoning_text deltas, as chat's
+# reasoning_content.
+think = {"logit_bias": {"751": 12, "752": 9}, "frequency_penalty": 2}
+cr = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=16, temperature=0, extra_body=think)
+want_r = getattr(cr.choices[0].message, "reasoning_content", None) or (cr.choices[0].message.model_extra or {}).get(
+    "reasoning_content")
+check(bool(want_r), f"the biased chat answer reasons: {cr.choices[0].message}")
+thought, rr = "", None
+for e in client.responses.create(model=model, input="Hi", max_output_tokens=16, temperature=0, stream=True,
+                                 extra_body=think):
+    if e.type == "response.reasoning_text.delta":
+        thought += e.delta
+    if e.type in ("response.completed", "response.incomplete"):
+        rr = e.response
+check([o.type for o in rr.output] == ["reasoning", "message"], f"reasoning then message: {rr.output}")
+check(thought == want_r == rr.output[0].content[0].text, "reasoning_text deltas add up to chat's reasoning_content")
+check(rr.output_text == cr.choices[0].message.content, "the reply after the reasoning is chat's")
 try:
     client.responses.create(model=model, input="Hi", previous_response_id="resp_1")
     raise SystemExit("FAILED: previous_response_id was accepted")

@@ -760,6 +760,22 @@ fn responses_endpoint_answers_as_chat_does() {
     );
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
 
+    // Bookkeeping keys change nothing in the answer.
+    let mut kept = body.clone();
+    for (k, v) in [
+        ("metadata", json!({ "run": "1" })),
+        ("user", json!("u")),
+        ("store", json!(false)),
+        ("truncation", json!("disabled")),
+        ("include", json!([])),
+    ] {
+        kept[k] = v;
+    }
+    let (code, r2) = post(&s.base, "/v1/responses", &kept);
+    assert_eq!(code, 200, "{r2}");
+    let msg2 = r2["output"].as_array().unwrap().iter().find(|o| o["type"] == "message").unwrap();
+    assert_eq!(msg2["content"][0]["text"].as_str(), Some(&*want));
+
     let tools = json!([{ "type": "function", "name": "now", "parameters": { "type": "object", "properties": {},
                                                                            "additionalProperties": false } }]);
     let body = json!({ "input": "Time?", "tools": tools, "tool_choice": "required", "parallel_tool_calls": false,
@@ -775,10 +791,79 @@ fn responses_endpoint_answers_as_chat_does() {
         (json!({ "input": [{ "type": "input_image", "image_url": "x" }] }), "unsupported_parameter"),
         (json!({ "input": "Hi", "tools": [{ "type": "web_search" }] }), "unsupported_parameter"),
         (json!({ "input": 5 }), "invalid_value"),
+        (json!({ "input": "Hi", "truncation": "auto" }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "include": ["reasoning.encrypted_content"] }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "prompt": { "id": "pmpt_1" } }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "top_logprobs": 3 }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "max_tool_calls": 2 }), "unsupported_parameter"),
     ] {
         let (code, r) = post(&s.base, "/v1/responses", &bad);
         assert_eq!((code, r["error"]["code"].as_str()), (400, Some(code_want)), "{bad}: {r}");
+        // The message names the refused key.
+        let key = bad.as_object().unwrap().keys().find(|k| *k != "input").map_or("input", |k| k.as_str());
+        assert!(r["error"]["message"].as_str().unwrap().contains(key), "{bad}: {r}");
     }
+}
+
+/// `/v1/responses` with reasoning: the `<think>` block is a `reasoning` item before the
+/// message, the same text as chat's `reasoning_content`; streamed, it arrives as
+/// `response.reasoning_text.delta` events (one per decoded piece) inside its own item (added,
+/// part added, deltas, done, part done, item done) that add up to that text, before the first
+/// output text.
+#[test]
+fn responses_stream_reasoning_as_its_own_item() {
+    let s = start();
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
+    let bias = json!({ open.to_string(): 12, close.to_string(): 9 });
+    let chat = json!({ "messages": [{ "role": "user", "content": "Hi" }], "max_tokens": 16, "temperature": 0,
+                       "frequency_penalty": 2, "logit_bias": bias });
+    let (code, c) = post(&s.base, "/v1/chat/completions", &chat);
+    assert_eq!(code, 200, "{c}");
+    let want_r = c["choices"][0]["message"]["reasoning_content"].as_str().expect("reasoning").to_string();
+    let want_c = c["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert!(!want_r.is_empty() && !want_c.is_empty(), "{c}");
+    let body = json!({ "input": "Hi", "max_output_tokens": 16, "temperature": 0, "frequency_penalty": 2,
+                       "logit_bias": bias });
+    let (code, r) = post(&s.base, "/v1/responses", &body);
+    assert_eq!(code, 200, "{r}");
+    let out = r["output"].as_array().unwrap();
+    assert_eq!((out[0]["type"].as_str(), out[1]["type"].as_str()), (Some("reasoning"), Some("message")), "{r}");
+    assert_eq!(out[0]["content"][0]["text"].as_str(), Some(&*want_r));
+    assert_eq!(out[1]["content"][0]["text"].as_str(), Some(&*want_c));
+
+    let mut sb = body.clone();
+    sb["stream"] = json!(true);
+    let (mut kinds, mut thought, mut text, mut last) = (Vec::new(), String::new(), String::new(), Value::Null);
+    let mut ids = Vec::new();
+    for e in sse(&s.base, "/v1/responses", sb) {
+        let kind = e["type"].as_str().unwrap().to_string();
+        match kind.as_str() {
+            "response.reasoning_text.delta" => {
+                assert_eq!(e["output_index"].as_u64(), Some(0));
+                ids.push(e["item_id"].clone());
+                thought += e["delta"].as_str().unwrap();
+            }
+            "response.reasoning_text.done" => assert_eq!(e["text"].as_str(), Some(&*want_r)),
+            "response.output_text.delta" => text += e["delta"].as_str().unwrap(),
+            "response.completed" | "response.incomplete" => last = e["response"]["output"].clone(),
+            _ => {}
+        }
+        kinds.push(kind);
+    }
+    assert_eq!((&thought, &text), (&want_r, &want_c));
+    // The final response carries the same items (ids differ: another response).
+    let texts = |o: &Value| {
+        o.as_array().unwrap().iter().map(|i| (i["type"].clone(), i["content"][0]["text"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(texts(&last), texts(&r["output"]));
+    assert!(ids.iter().all(|i| *i == last[0]["id"]), "{ids:?} vs {}", last[0]["id"]);
+    let first = |k: &str| kinds.iter().position(|x| x == k).unwrap_or_else(|| panic!("no {k} in {kinds:?}"));
+    let deltas = kinds.iter().filter(|k| *k == "response.reasoning_text.delta").count();
+    assert!(deltas >= 1, "{kinds:?}");
+    assert!(first("response.output_item.added") < first("response.reasoning_text.delta"));
+    assert!(first("response.reasoning_text.done") < first("response.output_text.delta"), "{kinds:?}");
 }
 
 /// `serve --speculate`: greedy answers (chat and completions) are the same text as without

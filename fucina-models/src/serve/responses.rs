@@ -34,6 +34,34 @@ fn input_text(v: &Value, at: &str) -> Result<String, String> {
     }
 }
 
+/// The request keys this endpoint acts on (OpenAI's, then the sampler extensions it shares
+/// with the chat endpoint).
+const HONOURED: [&str; 18] = [
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "model",
+    "parallel_tool_calls",
+    "reasoning",
+    "stream",
+    "temperature",
+    "text",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "seed",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+];
+
+/// Keys that change nothing an answer holds: bookkeeping for the caller or for OpenAI's
+/// platform (`store`: this server keeps no responses either way). Any key in neither list
+/// is a 400 naming it.
+const NO_EFFECT: [&str; 6] = ["metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier", "store"];
+
 /// The Responses request as a chat request (JSON in the chat endpoint's shape), or a 400
 /// message and code.
 fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
@@ -45,6 +73,25 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
     }
     if r.get("background").and_then(Value::as_bool) == Some(true) {
         return Err(("background is not supported".into(), "unsupported_parameter"));
+    }
+    for (key, v) in r {
+        if v.is_null() || HONOURED.contains(&key.as_str()) || NO_EFFECT.contains(&key.as_str()) {
+            continue;
+        }
+        let ok = match key.as_str() {
+            // Nothing is stored either way; `truncation: auto` would drop input, which this
+            // server does not do (an over-long input is a 400).
+            "truncation" => v == "disabled",
+            // Logprobs are served by the chat endpoint, not in `output_text` here.
+            "top_logprobs" => v.as_u64() == Some(0),
+            "include" => v.as_array().is_some_and(Vec::is_empty),
+            "stream_options" => v.as_object().is_some_and(|m| m.keys().all(|k| k == "include_obfuscation")),
+            _ => false,
+        };
+        if !ok {
+            let got = if v.is_object() || v.is_array() { String::new() } else { format!(" = {v}") };
+            return Err((format!("{key}{got} is not supported by this server"), "unsupported_parameter"));
+        }
     }
     let mut messages: Vec<Value> = Vec::new();
     if let Some(i) = r.get("instructions").filter(|v| !v.is_null()) {
@@ -100,9 +147,21 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
     }
     let mut chat = json!({ "messages": messages });
     let c = chat.as_object_mut().ok_or_else(|| invalid("internal: chat request".into()))?;
-    for key in
-        ["model", "temperature", "top_p", "stream", "parallel_tool_calls", "top_logprobs", "seed", "top_k", "min_p"]
-    {
+    // OpenAI's keys, then the sampler extensions the chat endpoint takes too (as llama.cpp's
+    // server does): penalties and logit_bias.
+    for key in [
+        "model",
+        "temperature",
+        "top_p",
+        "stream",
+        "parallel_tool_calls",
+        "seed",
+        "top_k",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+    ] {
         if let Some(v) = r.get(key) {
             c.insert(key.into(), v.clone());
         }
@@ -159,8 +218,7 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
 fn output_items(msg: &Map<String, Value>, id: &str) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(r) = msg.get("reasoning_content").and_then(Value::as_str) {
-        out.push(json!({ "type": "reasoning", "id": format!("rs_{id}"), "summary": [],
-                         "content": [{ "type": "reasoning_text", "text": r }] }));
+        out.push(reasoning_item(id, Some(r)));
     }
     let calls = msg.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
     let text = msg.get("content").and_then(Value::as_str).unwrap_or("");
@@ -171,6 +229,15 @@ fn output_items(msg: &Map<String, Value>, id: &str) -> Vec<Value> {
         out.push(call_item(c));
     }
     out
+}
+
+/// A reasoning item: in progress (no text yet) or completed with its text.
+fn reasoning_item(id: &str, text: Option<&str>) -> Value {
+    let (status, content) = match text {
+        None => ("in_progress", json!([])),
+        Some(t) => ("completed", json!([{ "type": "reasoning_text", "text": t }])),
+    };
+    json!({ "type": "reasoning", "id": format!("rs_{id}"), "summary": [], "content": content, "status": status })
 }
 
 fn message_item(id: &str, text: &str, status: &str) -> Value {
@@ -272,9 +339,9 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
     let mut split = ChatSplit::new(true, tools, &id);
     // Output items so far; the message item is open while text streams into it.
     let (mut items, mut reasoning, mut text) = (Vec::<Value>::new(), String::new(), String::new());
-    let mut open_message: Option<usize> = None;
+    let (mut open_message, mut open_reasoning): (Option<usize>, Option<usize>) = (None, None);
     let mut done = false;
-    let mid = format!("msg_{id}");
+    let (mid, rid) = (format!("msg_{id}"), format!("rs_{id}"));
     let stream = futures_util::stream::poll_fn(move |cx| {
         use std::task::Poll;
         loop {
@@ -304,16 +371,43 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 }
             };
             let Delta { reasoning: r, content, calls } = delta;
-            reasoning.push_str(&r);
-            // The reasoning item goes out whole once the reply (or the end) comes.
+            // The reasoning item opens with its first piece and streams as reasoning_text
+            // deltas; the reply (or a call, or the end) closes it.
+            if !r.is_empty() {
+                let i = *open_reasoning.get_or_insert_with(|| {
+                    let i = items.len();
+                    items.push(Value::Null);
+                    let item = reasoning_item(&id, None);
+                    pending.push_back(event("response.output_item.added", json!({ "output_index": i, "item": item })));
+                    pending.push_back(event(
+                        "response.content_part.added",
+                        json!({ "item_id": rid, "output_index": i, "content_index": 0,
+                                "part": { "type": "reasoning_text", "text": "" } }),
+                    ));
+                    i
+                });
+                reasoning.push_str(&r);
+                pending.push_back(event(
+                    "response.reasoning_text.delta",
+                    json!({ "item_id": rid, "output_index": i, "content_index": 0, "delta": r }),
+                ));
+            }
             let reasoning_over = !content.is_empty() || !calls.is_empty() || end.is_some();
-            if reasoning_over && !reasoning.is_empty() {
-                let item = json!({ "type": "reasoning", "id": format!("rs_{id}"), "summary": [],
-                                   "content": [{ "type": "reasoning_text", "text": std::mem::take(&mut reasoning) }] });
-                let i = items.len();
-                pending.push_back(event("response.output_item.added", json!({ "output_index": i, "item": item })));
+            if let Some(i) = open_reasoning.filter(|_| reasoning_over) {
+                open_reasoning = None;
+                let thought = std::mem::take(&mut reasoning);
+                pending.push_back(event(
+                    "response.reasoning_text.done",
+                    json!({ "item_id": rid, "output_index": i, "content_index": 0, "text": thought }),
+                ));
+                pending.push_back(event(
+                    "response.content_part.done",
+                    json!({ "item_id": rid, "output_index": i, "content_index": 0,
+                            "part": { "type": "reasoning_text", "text": thought } }),
+                ));
+                let item = reasoning_item(&id, Some(&thought));
                 pending.push_back(event("response.output_item.done", json!({ "output_index": i, "item": item })));
-                items.push(item);
+                items[i] = item;
             }
             // With tools the message text is trimmed, as the whole answer's is.
             let content = if tools && text.is_empty() { content.trim_start().to_string() } else { content };
