@@ -721,6 +721,63 @@ fn tool_calls_follow_the_tools() {
     }
 }
 
+/// `tool_choice: auto` (the default with tools): the answer is free until the model opens a
+/// call with its `<tool_call>` token; from there on the tools' grammar holds, as llama.cpp's
+/// lazy grammars do. On a synthetic Qwen3 whose vocabulary has `<tool_call>` as one token
+/// (as Qwen3's has), a bias that makes the model open a call at once (and would make it
+/// write `<tool_call>` forever if nothing constrained what follows) yields one valid call;
+/// without the bias the answer is free text (no call forced).
+#[test]
+fn auto_tool_calls_follow_the_schema_once_opened() {
+    use fucina_models::llm::synth::{self, Qwen3Shape};
+    let dir = std::env::temp_dir().join(format!("fucina-auto-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tiny = Tokenizer::from_gguf(&fucina_models::lm::open(&default_model(), false).unwrap().header).unwrap();
+    let shape = Qwen3Shape {
+        layers: 1,
+        hidden: 64,
+        ffn: 128,
+        heads: 2,
+        kv_heads: 1,
+        head_dim: 32,
+        vocab: tiny.vocab_size() + 4,
+        context: 512,
+        moe: None,
+        tied: false,
+    };
+    let path = dir.join("auto-tools.gguf");
+    synth::write(&synth::qwen3(&shape), fucina::quant::GgmlType::F32, 3, &path, |_, _| {}).unwrap();
+    let open = Tokenizer::from_gguf(&fucina_models::lm::open(&path, false).unwrap().header)
+        .unwrap()
+        .token_id("<tool_call>")
+        .expect("<tool_call> is one token");
+    let s = common::start(&[path.to_str().unwrap(), "--threads", "2", "--max-tokens", "128"]);
+    let tools = json!([{ "type": "function", "function": { "name": "get_weather",
+        "parameters": { "type": "object", "properties": { "city": { "type": "string", "maxLength": 8 } },
+                        "required": ["city"], "additionalProperties": false } } }]);
+    for seed in 0..3 {
+        let body = json!({ "messages": [{ "role": "user", "content": "Weather in Rome?" }], "tools": tools,
+                           "temperature": 1, "seed": seed, "max_tokens": 128,
+                           "logit_bias": { open.to_string(): 100 } });
+        let (code, r) = post(&s.base, "/v1/chat/completions", &body);
+        assert_eq!(code, 200, "{r}");
+        let c = &r["choices"][0];
+        assert_eq!(c["finish_reason"], "tool_calls", "{r}");
+        let calls = c["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{r}");
+        assert_eq!(calls[0]["function"]["name"], "get_weather");
+        let args: Value = serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert!(args["city"].as_str().is_some_and(|c| c.chars().count() <= 8), "{r}");
+    }
+    let free = json!({ "messages": [{ "role": "user", "content": "Weather in Rome?" }], "tools": tools,
+                       "temperature": 0, "max_tokens": 16 });
+    let (code, r) = post(&s.base, "/v1/chat/completions", &free);
+    assert_eq!(code, 200, "{r}");
+    assert_ne!(r["choices"][0]["finish_reason"], "tool_calls", "{r}");
+    drop(s);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `/v1/responses`: the chat pipeline in the Responses shape: the same greedy answer as chat
 /// in an `output_text` part, typed stream events that add up to it, required function
 /// calls as `function_call` items, and what it cannot do refused by name.

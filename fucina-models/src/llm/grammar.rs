@@ -159,7 +159,21 @@ impl GrammarCompiler {
         if let Some(e) = matcher.get_error() {
             return Err(bad(e));
         }
-        Ok(GrammarConstraint { matcher, logits: self.logits, end: self.end })
+        Ok(GrammarConstraint { matcher, logits: self.logits, end: self.end, trigger: None })
+    }
+
+    /// A constraint that waits: the answer is free until the model picks `trigger`, a token
+    /// `g` starts with; from that token on (the trigger included) `g` holds, as llama.cpp's
+    /// lazy grammars do. Tool calls under `tool_choice: auto` use it: the model decides
+    /// whether to call, and a call it starts is a valid one.
+    pub fn compile_lazy(&self, g: &Grammar, trigger: u32) -> Result<GrammarConstraint> {
+        let mut c = self.compile(g)?;
+        let mask = c.matcher.compute_mask_or_eos().map_err(|e| bad(format!("{e:#}")))?;
+        if !mask.is_allowed(trigger) {
+            return Err(bad(format!("the lazy grammar's trigger token {trigger} is not how it starts")));
+        }
+        c.trigger = Some(trigger);
+        Ok(c)
     }
 }
 
@@ -168,6 +182,8 @@ pub struct GrammarConstraint {
     matcher: Matcher,
     logits: usize,
     end: u32,
+    /// A lazy constraint's trigger token, until the model picks it (then `None`: active).
+    trigger: Option<u32>,
 }
 
 impl GrammarConstraint {
@@ -182,6 +198,9 @@ impl LogitProcessor for GrammarConstraint {
     fn process(&mut self, logits: &mut [f32]) -> Result<()> {
         if logits.len() != self.logits {
             return Err(bad(format!("a logits row of {} for a grammar built for {}", logits.len(), self.logits)));
+        }
+        if self.trigger.is_some() {
+            return Ok(());
         }
         let mask = self.matcher.compute_mask_or_eos().map_err(|e| bad(format!("{e:#}")))?;
         let mut any = false;
@@ -199,6 +218,11 @@ impl LogitProcessor for GrammarConstraint {
     }
 
     fn accept(&mut self, token: u32) -> Result<()> {
+        match self.trigger {
+            Some(t) if t == token => self.trigger = None,
+            Some(_) => return Ok(()),
+            None => {}
+        }
         // The end token after a complete grammar: the only token its mask allowed.
         if token == self.end && self.matcher.is_stopped() && !self.matcher.is_error() {
             return Ok(());
@@ -207,6 +231,6 @@ impl LogitProcessor for GrammarConstraint {
     }
 
     fn is_done(&self) -> bool {
-        self.matcher.is_stopped()
+        self.trigger.is_none() && self.matcher.is_stopped()
     }
 }

@@ -347,8 +347,13 @@ pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
     SynthModel { arch: "deepseek2".into(), metadata, tensors: t, vocab: s.vocab }
 }
 
-/// The tokenizer metadata of the committed tiny Qwen3, its vocabulary padded with control
-/// tokens `<|fucina_pad_N|>` to `vocab` entries.
+/// The user-defined (not control) tokens the padding starts with, as Qwen3's vocabulary
+/// has them: a model can write them, and a tool call opens with one token.
+const USER_PADS: [&str; 2] = ["<tool_call>", "</tool_call>"];
+
+/// The tokenizer metadata of the committed tiny Qwen3, its vocabulary padded to `vocab`
+/// entries: first the user-defined tokens `<tool_call>` and `</tool_call>` (where they fit),
+/// then control tokens `<|fucina_pad_N|>`.
 pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
     let tiny = GgufFile::open(crate::llm::cli::default_model())?;
     let mut out = Vec::new();
@@ -360,13 +365,18 @@ pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
             ("tokenizer.ggml.tokens", Value::Array(Array::String(items))) => {
                 let mut items = items.clone();
                 check_vocab(items.len(), vocab)?;
-                items.extend((items.len()..vocab).map(|i| format!("<|fucina_pad_{i}|>").into_bytes()));
+                let have = items.len();
+                items.extend((have..vocab).map(|i| match USER_PADS.get(i - have) {
+                    Some(t) => t.as_bytes().to_vec(),
+                    None => format!("<|fucina_pad_{i}|>").into_bytes(),
+                }));
                 Value::Array(Array::String(items))
             }
             ("tokenizer.ggml.token_type", Value::Array(Array::I32(items))) => {
                 let mut items = items.clone();
                 check_vocab(items.len(), vocab)?;
-                items.resize(vocab, 3);
+                let have = items.len();
+                items.extend((have..vocab).map(|i| if i - have < USER_PADS.len() { 4 } else { 3 }));
                 Value::Array(Array::I32(items))
             }
             _ => v.clone(),

@@ -275,6 +275,16 @@ async fn prepare(
         (None, Some(g)) => (Some(g), "tools"),
         (None, None) => (None, ""),
     };
+    // `tool_choice: auto`: free text, but a call the model opens (its `<tool_call>` token)
+    // follows the tools' schemas from there on. Only where the opening tag is one token.
+    let trigger = st.tokenizer.token_id(crate::llm::tools::CALL_OPEN);
+    let (wanted, what, lazy) = match (wanted, tool_req.as_ref(), trigger, &st.grammar) {
+        (None, Some(t), Some(trigger), Some(_)) if t.choice == crate::llm::tools::ToolChoice::Auto => {
+            let g = crate::llm::tools::call_grammar(&t.defs, None, t.parallel);
+            (Some(g), "tools", Some(trigger))
+        }
+        (w, ..) => (w, what, None),
+    };
     let compiler = match (&wanted, &st.grammar) {
         (None, _) => None,
         (Some(_), Some(g)) => Some(g.clone()),
@@ -291,7 +301,13 @@ async fn prepare(
     let tok = st.tokenizer.clone();
     let (prompt, grammar) = tokio::task::spawn_blocking(move || {
         let grammar = match (compiler, wanted) {
-            (Some(c), Some(g)) => Some(c.compile(&g).map_err(|e| format!("{what}: {e}"))?),
+            (Some(c), Some(g)) => Some(
+                match lazy {
+                    Some(t) => c.compile_lazy(&g, t),
+                    None => c.compile(&g),
+                }
+                .map_err(|e| format!("{what}: {e}"))?,
+            ),
             _ => None,
         };
         let prompt = match input {
