@@ -207,10 +207,18 @@ for e in client.responses.create(model=model, input="Hi", max_output_tokens=16, 
 check([o.type for o in rr.output] == ["reasoning", "message"], f"reasoning then message: {rr.output}")
 check(thought == want_r == rr.output[0].content[0].text, "reasoning_text deltas add up to chat's reasoning_content")
 check(rr.output_text == cr.choices[0].message.content, "the reply after the reasoning is chat's")
+# previous_response_id: the stored conversation comes first, as chat's full history would.
+r1 = client.responses.create(model=model, input="Hi", max_output_tokens=8, temperature=0)
+r2 = client.responses.create(model=model, input="And then?", max_output_tokens=8, temperature=0,
+                             previous_response_id=r1.id)
+c2 = client.chat.completions.create(model=model, max_tokens=8, temperature=0, messages=[
+    {"role": "user", "content": "Hi"}, {"role": "assistant", "content": r1.output_text},
+    {"role": "user", "content": "And then?"}])
+check(r2.output_text == c2.choices[0].message.content, "previous_response_id continues the conversation")
 try:
-    client.responses.create(model=model, input="Hi", previous_response_id="resp_1")
-    raise SystemExit("FAILED: previous_response_id was accepted")
+    client.responses.create(model=model, input="Hi", previous_response_id="resp_unknown")
+    raise SystemExit("FAILED: an unknown previous_response_id was accepted")
 except openai.BadRequestError as e:
-    check("previous_response_id" in str(e), "previous_response_id is refused by name")
+    check("previous_response_id" in str(e), "an unknown previous_response_id is refused by name")
 
 print(f"openai {openai.__version__}: {checks} checks passed against {base}")

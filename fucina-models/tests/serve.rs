@@ -844,7 +844,9 @@ fn responses_endpoint_answers_as_chat_does() {
     assert_eq!((calls[0]["name"].as_str(), calls[0]["arguments"].as_str()), (Some("now"), Some("{}")));
 
     for (bad, code_want) in [
-        (json!({ "input": "Hi", "previous_response_id": "resp_1" }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "previous_response_id": "resp_none" }), "previous_response_not_found"),
+        (json!({ "input": "Hi", "conversation": "conv_1" }), "unsupported_parameter"),
+        (json!({ "input": "Hi", "store": "yes" }), "unsupported_parameter"),
         (json!({ "input": [{ "type": "input_image", "image_url": "x" }] }), "unsupported_parameter"),
         (json!({ "input": "Hi", "tools": [{ "type": "web_search" }] }), "unsupported_parameter"),
         (json!({ "input": 5 }), "invalid_value"),
@@ -921,6 +923,52 @@ fn responses_stream_reasoning_as_its_own_item() {
     assert!(deltas >= 1, "{kinds:?}");
     assert!(first("response.output_item.added") < first("response.reasoning_text.delta"));
     assert!(first("response.reasoning_text.done") < first("response.output_text.delta"), "{kinds:?}");
+}
+
+/// `previous_response_id`: a stored response's conversation (its input and answer, not its
+/// instructions) comes before the new input, so the answer is chat's answer to the whole
+/// conversation; streamed responses are stored too; `store: false` keeps nothing.
+#[test]
+fn previous_response_id_continues_the_conversation() {
+    let s = start();
+    let first = json!({ "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0 });
+    let (code, r1) = post(&s.base, "/v1/responses", &first);
+    assert_eq!(code, 200, "{r1}");
+    let said = r1["output"].as_array().unwrap().iter().find(|o| o["type"] == "message").unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let next = |prev: &Value, stream: bool| {
+        json!({ "input": "And then?", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0,
+                "previous_response_id": prev, "stream": stream })
+    };
+    let (code, r2) = post(&s.base, "/v1/responses", &next(&r1["id"], false));
+    assert_eq!(code, 200, "{r2}");
+    let chat = json!({ "max_tokens": 8, "temperature": 0, "messages": [
+        { "role": "system", "content": "Be brief." }, { "role": "user", "content": "Hi" },
+        { "role": "assistant", "content": said }, { "role": "user", "content": "And then?" }] });
+    let (_, c) = post(&s.base, "/v1/chat/completions", &chat);
+    let text = |r: &Value| {
+        r["output"].as_array().unwrap().iter().find(|o| o["type"] == "message").unwrap()["content"][0]["text"].clone()
+    };
+    assert_eq!(text(&r2), c["choices"][0]["message"]["content"], "{r2} vs {c}");
+    assert_eq!(r2["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
+    // A streamed response is kept as well: chaining onto it works.
+    let mut id = Value::Null;
+    for e in sse(&s.base, "/v1/responses", next(&r2["id"], true)) {
+        if e["type"] == "response.completed" || e["type"] == "response.incomplete" {
+            id = e["response"]["id"].clone();
+        }
+    }
+    let (code, r4) = post(&s.base, "/v1/responses", &next(&id, false));
+    assert_eq!(code, 200, "{r4}");
+    assert!(r4["usage"]["input_tokens"].as_u64() > r2["usage"]["input_tokens"].as_u64(), "{r4}");
+    // store: false: nothing to continue from.
+    let mut unstored = first.clone();
+    unstored["store"] = json!(false);
+    let (_, r5) = post(&s.base, "/v1/responses", &unstored);
+    let (code, r6) = post(&s.base, "/v1/responses", &next(&r5["id"], false));
+    assert_eq!((code, r6["error"]["code"].as_str()), (400, Some("previous_response_not_found")), "{r6}");
 }
 
 /// `serve --speculate`: greedy answers (chat and completions) are the same text as without

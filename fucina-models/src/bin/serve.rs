@@ -146,6 +146,7 @@ fn main() {
             counter: Default::default(),
             body_timeout: Duration::from_secs(a.body_timeout),
             grammar,
+            stored: Default::default(),
         });
         let http = HttpOptions {
             max_connections: a.max_connections as usize,

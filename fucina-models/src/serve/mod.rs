@@ -10,6 +10,7 @@ pub mod api;
 pub mod http;
 pub mod output;
 pub mod responses;
+pub mod stored;
 pub mod worker;
 
 use crate::llm::chat::{ChatFormat, Prompt};
@@ -70,6 +71,8 @@ pub struct AppState {
     /// Compiles `response_format` grammars against the model's vocabulary (`None`: the
     /// model has no end token, and structured output is refused).
     pub grammar: Option<GrammarCompiler>,
+    /// Finished `/v1/responses` conversations, for `previous_response_id`.
+    pub stored: stored::ResponseStore,
 }
 
 /// The routes.

@@ -2,10 +2,12 @@
 //! message / `function_call` / `function_call_output` items) and `instructions` become chat
 //! messages, `text.format` becomes `response_format`, the flat function tools become chat
 //! tools; the answer comes back as `output` items (`reasoning`, `message` with
-//! `output_text`, `function_call`), whole or as the API's typed stream events.
+//! `output_text`, `function_call`), whole or as the API's typed stream events. A finished
+//! response is kept ([`super::stored`]) so that `previous_response_id` can continue it.
 
 use super::api::{ChatRequest, Usage};
 use super::output::{ChatSplit, Delta};
+use super::stored::MAX_STORED;
 use super::worker::Event;
 use super::{fail, now, prepare_chat, read_json, AppState};
 use axum::extract::{Request, State};
@@ -36,7 +38,7 @@ fn input_text(v: &Value, at: &str) -> Result<String, String> {
 
 /// The request keys this endpoint acts on (OpenAI's, then the sampler extensions it shares
 /// with the chat endpoint).
-const HONOURED: [&str; 18] = [
+const HONOURED: [&str; 19] = [
     "input",
     "instructions",
     "max_output_tokens",
@@ -55,21 +57,20 @@ const HONOURED: [&str; 18] = [
     "frequency_penalty",
     "presence_penalty",
     "logit_bias",
+    "previous_response_id",
 ];
 
 /// Keys that change nothing an answer holds: bookkeeping for the caller or for OpenAI's
-/// platform (`store`: this server keeps no responses either way). Any key in neither list
-/// is a 400 naming it.
-const NO_EFFECT: [&str; 6] = ["metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier", "store"];
+/// platform. Any key in neither list (nor `store`, a boolean) is a 400 naming it.
+const NO_EFFECT: [&str; 5] = ["metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier"];
 
 /// The Responses request as a chat request (JSON in the chat endpoint's shape), or a 400
 /// message and code.
-fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
+fn to_chat(r: &Map<String, Value>, previous: Vec<Value>) -> Result<(Value, Vec<Value>), (String, &'static str)> {
     let invalid = |m: String| (m, "invalid_value");
-    for key in ["previous_response_id", "conversation"] {
-        if r.get(key).is_some_and(|v| !v.is_null()) {
-            return Err((format!("{key} is not supported: this server stores no responses"), "unsupported_parameter"));
-        }
+    if r.get("conversation").is_some_and(|v| !v.is_null()) {
+        let m = "conversation is not supported (previous_response_id is)".to_string();
+        return Err((m, "unsupported_parameter"));
     }
     if r.get("background").and_then(Value::as_bool) == Some(true) {
         return Err(("background is not supported".into(), "unsupported_parameter"));
@@ -81,6 +82,7 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
         let ok = match key.as_str() {
             // Nothing is stored either way; `truncation: auto` would drop input, which this
             // server does not do (an over-long input is a 400).
+            "store" => v.is_boolean(),
             "truncation" => v == "disabled",
             // Logprobs are served by the chat endpoint, not in `output_text` here.
             "top_logprobs" => v.as_u64() == Some(0),
@@ -93,11 +95,8 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
             return Err((format!("{key}{got} is not supported by this server"), "unsupported_parameter"));
         }
     }
-    let mut messages: Vec<Value> = Vec::new();
-    if let Some(i) = r.get("instructions").filter(|v| !v.is_null()) {
-        let text = i.as_str().ok_or_else(|| invalid("instructions must be a string".into()))?;
-        messages.push(json!({ "role": "system", "content": text }));
-    }
+    // The conversation so far (what a stored response keeps), then this request's input.
+    let mut messages: Vec<Value> = previous;
     match r.get("input") {
         Some(Value::String(s)) => messages.push(json!({ "role": "user", "content": s })),
         Some(Value::Array(items)) => {
@@ -144,6 +143,11 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
             }
         }
         _ => return Err(invalid("input must be a string or an array of items".into())),
+    }
+    let history = messages.clone();
+    if let Some(i) = r.get("instructions").filter(|v| !v.is_null()) {
+        let text = i.as_str().ok_or_else(|| invalid("instructions must be a string".into()))?;
+        messages.insert(0, json!({ "role": "system", "content": text }));
     }
     let mut chat = json!({ "messages": messages });
     let c = chat.as_object_mut().ok_or_else(|| invalid("internal: chat request".into()))?;
@@ -211,7 +215,7 @@ fn to_chat(r: &Map<String, Value>) -> Result<Value, (String, &'static str)> {
         }
     }
     c.insert("reasoning_format".into(), json!("separate"));
-    Ok(chat)
+    Ok((chat, history))
 }
 
 /// The `output` items of a finished answer.
@@ -229,6 +233,15 @@ fn output_items(msg: &Map<String, Value>, id: &str) -> Vec<Value> {
         out.push(call_item(c));
     }
     out
+}
+
+/// The answer as the assistant message a later turn's history holds.
+fn assistant_message(content: &str, calls: Vec<Value>) -> Value {
+    if calls.is_empty() {
+        json!({ "role": "assistant", "content": content })
+    } else {
+        json!({ "role": "assistant", "content": (!content.is_empty()).then_some(content), "tool_calls": calls })
+    }
 }
 
 /// A reasoning item: in progress (no text yet) or completed with its text.
@@ -280,10 +293,24 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
         Ok(b) => b,
         Err(r) => return r,
     };
-    let chat_json = match to_chat(&body) {
+    let previous = match body.get("previous_response_id").filter(|v| !v.is_null()) {
+        None => Vec::new(),
+        Some(v) => match v.as_str().and_then(|id| st.stored.get(id)) {
+            Some(m) => m,
+            None => {
+                let m = format!(
+                    "previous_response_id {v} is not a response this server keeps (unknown, stored with \
+                     store: false, or one of the oldest past the last {MAX_STORED})"
+                );
+                return fail(StatusCode::BAD_REQUEST, m, Some("previous_response_not_found"));
+            }
+        },
+    };
+    let (chat_json, mut history) = match to_chat(&body, previous) {
         Ok(c) => c,
         Err((m, code)) => return fail(StatusCode::BAD_REQUEST, m, Some(code)),
     };
+    let store = body.get("store").and_then(Value::as_bool) != Some(false);
     let chat: ChatRequest = match serde_json::from_value(chat_json) {
         Ok(c) => c,
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("invalid request body: {e}"), Some("invalid_value")),
@@ -315,6 +342,13 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
                     let msg = ChatSplit::new(true, tools, &id).message(&text);
+                    if store {
+                        history.push(assistant_message(
+                            msg.get("content").and_then(Value::as_str).unwrap_or(""),
+                            msg.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default(),
+                        ));
+                        st.stored.put(format!("resp_{id}"), history);
+                    }
                     let status = if finish == "length" { "incomplete" } else { "completed" };
                     let usage = usage_of(prompt_tokens, completion_tokens);
                     return Json(response_object(&id, &model, created, status, output_items(&msg, &id), Some(usage)))
@@ -342,6 +376,7 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
     let (mut open_message, mut open_reasoning): (Option<usize>, Option<usize>) = (None, None);
     let mut done = false;
     let (mid, rid) = (format!("msg_{id}"), format!("rs_{id}"));
+    let mut chat_calls: Vec<Value> = Vec::new();
     let stream = futures_util::stream::poll_fn(move |cx| {
         use std::task::Poll;
         loop {
@@ -457,7 +492,9 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 }
             }
             for (_, cid, c) in calls {
-                let call = json!({ "id": cid, "function": { "name": c.name, "arguments": c.arguments } });
+                let call = json!({ "id": cid, "type": "function",
+                                   "function": { "name": c.name, "arguments": c.arguments } });
+                chat_calls.push(call.clone());
                 let item = call_item(&call);
                 let i = items.len();
                 let fid = item["id"].clone();
@@ -477,6 +514,12 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 items.push(item);
             }
             if let Some((finish, usage)) = end {
+                if store {
+                    let said = if tools { text.trim().to_string() } else { text.clone() };
+                    let mut h = std::mem::take(&mut history);
+                    h.push(assistant_message(&said, std::mem::take(&mut chat_calls)));
+                    st.stored.put(format!("resp_{id}"), h);
+                }
                 let status = if finish == "length" { "incomplete" } else { "completed" };
                 let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
                 let r = response_object(&id, &model, created, status, items.clone(), Some(usage));
