@@ -36,29 +36,25 @@ fn input_text(v: &Value, at: &str) -> Result<String, String> {
     }
 }
 
-/// The request keys this endpoint acts on (OpenAI's, then the sampler extensions it shares
-/// with the chat endpoint).
-const HONOURED: [&str; 19] = [
-    "input",
-    "instructions",
-    "max_output_tokens",
+/// Keys passed to the chat request as they are: OpenAI's, then the sampler extensions the
+/// chat endpoint takes too (as llama.cpp's server does): penalties and logit_bias.
+const PASSED: [&str; 11] = [
     "model",
-    "parallel_tool_calls",
-    "reasoning",
-    "stream",
     "temperature",
-    "text",
-    "tool_choice",
-    "tools",
     "top_p",
+    "stream",
+    "parallel_tool_calls",
     "seed",
     "top_k",
     "min_p",
     "frequency_penalty",
     "presence_penalty",
     "logit_bias",
-    "previous_response_id",
 ];
+
+/// The other request keys this endpoint acts on.
+const HONOURED: [&str; 8] =
+    ["input", "instructions", "max_output_tokens", "reasoning", "text", "tool_choice", "tools", "previous_response_id"];
 
 /// Keys that change nothing an answer holds: bookkeeping for the caller or for OpenAI's
 /// platform. Any key in neither list (nor `store`, a boolean) is a 400 naming it.
@@ -76,7 +72,8 @@ fn to_chat(r: &Map<String, Value>, previous: Vec<Value>) -> Result<(Value, Vec<V
         return Err(("background is not supported".into(), "unsupported_parameter"));
     }
     for (key, v) in r {
-        if v.is_null() || HONOURED.contains(&key.as_str()) || NO_EFFECT.contains(&key.as_str()) {
+        let k = key.as_str();
+        if v.is_null() || PASSED.contains(&k) || HONOURED.contains(&k) || NO_EFFECT.contains(&k) {
             continue;
         }
         let ok = match key.as_str() {
@@ -151,21 +148,7 @@ fn to_chat(r: &Map<String, Value>, previous: Vec<Value>) -> Result<(Value, Vec<V
     }
     let mut chat = json!({ "messages": messages });
     let c = chat.as_object_mut().ok_or_else(|| invalid("internal: chat request".into()))?;
-    // OpenAI's keys, then the sampler extensions the chat endpoint takes too (as llama.cpp's
-    // server does): penalties and logit_bias.
-    for key in [
-        "model",
-        "temperature",
-        "top_p",
-        "stream",
-        "parallel_tool_calls",
-        "seed",
-        "top_k",
-        "min_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "logit_bias",
-    ] {
+    for key in PASSED {
         if let Some(v) = r.get(key) {
             c.insert(key.into(), v.clone());
         }
