@@ -77,8 +77,8 @@ fn to_chat(r: &Map<String, Value>, previous: Vec<Value>) -> Result<(Value, Vec<V
             continue;
         }
         let ok = match key.as_str() {
-            // Nothing is stored either way; `truncation: auto` would drop input, which this
-            // server does not do (an over-long input is a 400).
+            // `truncation: auto` would drop input, which this server does not do (an
+            // over-long input is a 400).
             "store" => v.is_boolean(),
             "truncation" => v == "disabled",
             // Logprobs are served by the chat endpoint, not in `output_text` here.
