@@ -286,14 +286,6 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
-/// How many threads a region split with [`for_each`] from this thread would run on.
-pub fn threads() -> usize {
-    if IN_TASK.with(|c| c.get()) || super::in_serial() {
-        return 1;
-    }
-    DRIVES.with(|d| d.borrow().as_ref().map(|t| t.size())).unwrap_or_else(rayon::current_num_threads)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
