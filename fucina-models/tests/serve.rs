@@ -796,6 +796,8 @@ fn responses_endpoint_answers_as_chat_does() {
     assert_eq!(msg["content"][0]["type"], "output_text");
     assert_eq!(msg["content"][0]["text"].as_str().unwrap(), want);
     assert_eq!(r["usage"]["output_tokens"], c["usage"]["completion_tokens"]);
+    let thinks = r["output"].as_array().unwrap().iter().any(|o| o["type"] == "reasoning");
+    assert_eq!(r["usage"]["output_tokens_details"]["reasoning_tokens"] == 0, !thinks, "{r}");
     let finish = c["choices"][0]["finish_reason"].as_str().unwrap();
     assert_eq!(r["status"], if finish == "length" { "incomplete" } else { "completed" });
 
@@ -891,6 +893,9 @@ fn responses_stream_reasoning_as_its_own_item() {
     assert_eq!((out[0]["type"].as_str(), out[1]["type"].as_str()), (Some("reasoning"), Some("message")), "{r}");
     assert_eq!(out[0]["content"][0]["text"].as_str(), Some(&*want_r));
     assert_eq!(out[1]["content"][0]["text"].as_str(), Some(&*want_c));
+    // The think block's tokens (its two tags at least) are counted, the reply's are not.
+    let thought = r["usage"]["output_tokens_details"]["reasoning_tokens"].as_u64().unwrap();
+    assert!(thought >= 2 && thought < r["usage"]["output_tokens"].as_u64().unwrap(), "{r}");
 
     let mut sb = body.clone();
     sb["stream"] = json!(true);

@@ -449,7 +449,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                 Event::Text(t) => text.push_str(&t),
                 Event::Logprobs(l) => lps.extend(l),
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
-                Event::Done { finish, prompt_tokens, completion_tokens } => {
+                Event::Done { finish, prompt_tokens, completion_tokens, .. } => {
                     let usage =
                         Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
                     let logprobs = match (want_logprobs, chat) {
@@ -534,7 +534,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                         lps.clear();
                     }
                 }
-                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens })) => {
+                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens, .. })) => {
                     let mut finish = finish;
                     if let Some(s) = split.as_mut() {
                         let delta = s.finish();

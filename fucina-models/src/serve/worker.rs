@@ -74,6 +74,8 @@ pub enum Event {
         prompt_tokens: usize,
         /// Generated tokens.
         completion_tokens: usize,
+        /// Of those, the answer's `<think>` block (tags included; 0 without one).
+        reasoning_tokens: usize,
     },
     /// The request failed.
     Error(String),
@@ -485,7 +487,8 @@ impl<'a> Engine<'a> {
             // The last generated token was never fed back, so the cache holds one fewer;
             // a cancelled prefill holds less still.
             fed.truncate(len);
-            reply.done(stats.stop, out.len());
+            let thought = reasoning_tokens(self.tokenizer, &out);
+            reply.done(stats.stop, out.len(), thought);
         }
     }
 }
@@ -577,7 +580,7 @@ impl Reply {
         true
     }
 
-    fn done(&mut self, stop: StopReason, completion_tokens: usize) {
+    fn done(&mut self, stop: StopReason, completion_tokens: usize, reasoning_tokens: usize) {
         if !self.stopped_by_string {
             self.flush(usize::MAX);
             if self.sent < self.text.len() {
@@ -589,14 +592,43 @@ impl Reply {
             StopReason::Cancelled if self.stopped_by_string => "stop",
             _ => "length",
         };
-        let _ = self.events.send(Event::Done { finish, prompt_tokens: self.prompt_tokens, completion_tokens });
+        let _ = self.events.send(Event::Done {
+            finish,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens,
+            reasoning_tokens,
+        });
     }
+}
+
+/// How many of the generated tokens `out` are its `<think>` block: from an opening `<think>`
+/// token at the start through the closing `</think>` (all of them when it never closed); 0
+/// when the answer does not open with one or the vocabulary has no such tokens.
+pub fn reasoning_tokens(tok: &Tokenizer, out: &[u32]) -> usize {
+    let (Some(open), Some(close)) = (tok.token_id("<think>"), tok.token_id("</think>")) else {
+        return 0;
+    };
+    if out.first() != Some(&open) {
+        return 0;
+    }
+    out.iter().position(|&t| t == close).map_or(out.len(), |i| i + 1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::llm::cli::default_model;
+
+    #[test]
+    fn reasoning_tokens_count_the_think_block() {
+        let lm = crate::lm::open(&default_model(), false).unwrap();
+        let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+        let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
+        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6, close, 7, 8]), 4);
+        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6]), 3, "never closed: all of it");
+        assert_eq!(reasoning_tokens(&tok, &[5, open, 6, close]), 0, "not at the start");
+        assert_eq!(reasoning_tokens(&tok, &[]), 0);
+    }
 
     /// A model that panics on a prompt starting with token 0, and otherwise defers to the
     /// tiny Qwen3.
