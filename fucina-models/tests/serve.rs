@@ -596,6 +596,9 @@ fn reasoning_content_is_split_from_the_answer() {
     assert_eq!(code, 200, "{r}");
     let m = &r["choices"][0]["message"];
     assert_eq!((m["reasoning_content"].as_str(), m["content"].as_str()), (Some(&*reasoning), Some(&*reply)), "{r}");
+    // The think block's tokens (its two tags at least) are counted in the usage, the reply's not.
+    let thought = r["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64().unwrap();
+    assert!(thought >= 2 && thought < r["usage"]["completion_tokens"].as_u64().unwrap(), "{r}");
     // The default is `separate`.
     let mut default = body("separate", false);
     default.as_object_mut().unwrap().remove("reasoning_format");

@@ -468,6 +468,28 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Their sum.
     pub total_tokens: usize,
+    /// Chat: `{"reasoning_tokens": n}`, the generated tokens of the `<think>` block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+/// The break-down of a chat answer's tokens, as OpenAI reports it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CompletionDetails {
+    /// Tokens of the answer's `<think>` block (tags included).
+    pub reasoning_tokens: usize,
+}
+
+impl Usage {
+    /// The counts of one request; `reasoning` (the think block's tokens) is reported for chat.
+    pub fn new(prompt_tokens: usize, completion_tokens: usize, reasoning: Option<usize>) -> Usage {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            completion_tokens_details: reasoning.map(|reasoning_tokens| CompletionDetails { reasoning_tokens }),
+        }
+    }
 }
 
 /// An OpenAI-style error body: `{"error": {message, type, param, code}}`.

@@ -449,9 +449,8 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                 Event::Text(t) => text.push_str(&t),
                 Event::Logprobs(l) => lps.extend(l),
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
-                Event::Done { finish, prompt_tokens, completion_tokens, .. } => {
-                    let usage =
-                        Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+                Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens } => {
+                    let usage = Usage::new(prompt_tokens, completion_tokens, chat.then_some(reasoning_tokens));
                     let logprobs = match (want_logprobs, chat) {
                         (false, _) => Value::Null,
                         (true, true) => chat_logprobs(&lps),
@@ -534,7 +533,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                         lps.clear();
                     }
                 }
-                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens, .. })) => {
+                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens })) => {
                     let mut finish = finish;
                     if let Some(s) = split.as_mut() {
                         let delta = s.finish();
@@ -550,8 +549,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                     lps.clear();
                     if include_usage {
                         // As OpenAI sends it: a last chunk with no choices and the counts.
-                        let usage =
-                            Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+                        let usage = Usage::new(prompt_tokens, completion_tokens, chat.then_some(reasoning_tokens));
                         pending.push_back(
                             json!({ "id": id_usage, "object": object, "created": created, "model": model_usage,
                                     "choices": [], "usage": usage })

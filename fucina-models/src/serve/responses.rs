@@ -313,7 +313,7 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
     let id = st.counter.fetch_add(1, Ordering::Relaxed).to_string();
     let (created, model) = (now(), st.model_id.clone());
     let usage_of = |prompt_tokens: usize, completion_tokens: usize, reasoning_tokens: usize| {
-        (Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }, reasoning_tokens)
+        (Usage::new(prompt_tokens, completion_tokens, None), reasoning_tokens)
     };
     if !stream {
         let mut text = String::new();
