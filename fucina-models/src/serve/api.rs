@@ -468,7 +468,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Their sum.
     pub total_tokens: usize,
-    /// Chat: `{"reasoning_tokens": n}`, the generated tokens of the `<think>` block.
+    /// Chat and Responses: `{"reasoning_tokens": n}`, the generated tokens of the `<think>`
+    /// block (Responses reports it as `output_tokens_details`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens_details: Option<CompletionDetails>,
 }
@@ -481,7 +482,8 @@ pub struct CompletionDetails {
 }
 
 impl Usage {
-    /// The counts of one request; `reasoning` (the think block's tokens) is reported for chat.
+    /// The counts of one request; `reasoning` (the think block's tokens) is reported for chat
+    /// and Responses, not for completions.
     pub fn new(prompt_tokens: usize, completion_tokens: usize, reasoning: Option<usize>) -> Usage {
         Usage {
             prompt_tokens,

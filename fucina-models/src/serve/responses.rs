@@ -258,16 +258,17 @@ fn response_object(
     created: u64,
     status: &str,
     output: Vec<Value>,
-    usage: Option<(Usage, usize)>,
+    usage: Option<Usage>,
 ) -> Value {
     let incomplete = (status == "incomplete").then(|| json!({ "reason": "max_output_tokens" }));
     json!({
         "id": format!("resp_{id}"), "object": "response", "created_at": created, "status": status,
         "model": model, "output": output, "error": Value::Null, "incomplete_details": incomplete,
-        "usage": usage.map(|(u, reasoning)| json!({
+        "usage": usage.map(|u| json!({
             "input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens, "total_tokens": u.total_tokens,
             "input_tokens_details": { "cached_tokens": 0 },
-            "output_tokens_details": { "reasoning_tokens": reasoning } })),
+            "output_tokens_details": {
+                "reasoning_tokens": u.completion_tokens_details.map_or(0, |d| d.reasoning_tokens) } })),
     })
 }
 
@@ -312,9 +313,6 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
     }
     let id = st.counter.fetch_add(1, Ordering::Relaxed).to_string();
     let (created, model) = (now(), st.model_id.clone());
-    let usage_of = |prompt_tokens: usize, completion_tokens: usize, reasoning_tokens: usize| {
-        (Usage::new(prompt_tokens, completion_tokens, None), reasoning_tokens)
-    };
     if !stream {
         let mut text = String::new();
         while let Some(ev) = rx.recv().await {
@@ -332,7 +330,7 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                         st.stored.put(format!("resp_{id}"), history);
                     }
                     let status = if finish == "length" { "incomplete" } else { "completed" };
-                    let usage = usage_of(prompt_tokens, completion_tokens, reasoning_tokens);
+                    let usage = Usage::new(prompt_tokens, completion_tokens, Some(reasoning_tokens));
                     return Json(response_object(&id, &model, created, status, output_items(&msg, &id), Some(usage)))
                         .into_response();
                 }
@@ -372,9 +370,10 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Event::Logprobs(_))) => continue,
                 Poll::Ready(Some(Event::Text(t))) => (split.push(&t), None),
-                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens })) => {
-                    (split.finish(), Some((finish, usage_of(prompt_tokens, completion_tokens, reasoning_tokens))))
-                }
+                Poll::Ready(Some(Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens })) => (
+                    split.finish(),
+                    Some((finish, Usage::new(prompt_tokens, completion_tokens, Some(reasoning_tokens)))),
+                ),
                 Poll::Ready(Some(Event::Error(e))) => {
                     pending.push_back(event("error", json!({ "code": "server_error", "message": e, "param": null })));
                     done = true;
