@@ -17,6 +17,17 @@ fn start() -> common::Server {
     common::start(&["--threads", "2", "--max-tokens", "24"])
 }
 
+/// The default (tiny) model's tokenizer.
+fn tiny_tokenizer() -> Tokenizer {
+    Tokenizer::from_gguf(&fucina_models::lm::open(&default_model(), false).unwrap().header).unwrap()
+}
+
+/// The tiny model's `<think>` and `</think>` token ids.
+fn think_tokens() -> (u32, u32) {
+    let tok = tiny_tokenizer();
+    (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap())
+}
+
 /// The library's own greedy answer to one user message (the reference for the server).
 fn reference(user: &str, max_tokens: usize) -> String {
     reference_with(user, max_tokens, SamplingParams::default())
@@ -577,9 +588,7 @@ fn logprobs_are_the_models_log_softmax() {
 fn reasoning_content_is_split_from_the_answer() {
     use fucina_models::llm::reasoning::split_reasoning;
     let s = start();
-    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
-    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-    let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
+    let (open, close) = think_tokens();
     let body = |format: &str, stream: bool| {
         json!({ "messages": [{ "role": "user", "content": "Hi" }], "max_tokens": 16, "temperature": 0,
                 "frequency_penalty": 2, "logit_bias": { open.to_string(): 12, close.to_string(): 9 },
@@ -735,7 +744,7 @@ fn auto_tool_calls_follow_the_schema_once_opened() {
     use fucina_models::llm::synth::{self, Qwen3Shape};
     let dir = std::env::temp_dir().join(format!("fucina-auto-tools-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let tiny = Tokenizer::from_gguf(&fucina_models::lm::open(&default_model(), false).unwrap().header).unwrap();
+    let tiny = tiny_tokenizer();
     let shape = Qwen3Shape {
         layers: 1,
         hidden: 64,
@@ -877,9 +886,7 @@ fn responses_endpoint_answers_as_chat_does() {
 #[test]
 fn responses_stream_reasoning_as_its_own_item() {
     let s = start();
-    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
-    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-    let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
+    let (open, close) = think_tokens();
     let bias = json!({ open.to_string(): 12, close.to_string(): 9 });
     let chat = json!({ "messages": [{ "role": "user", "content": "Hi" }], "max_tokens": 16, "temperature": 0,
                        "frequency_penalty": 2, "logit_bias": bias });
