@@ -53,3 +53,48 @@ fn token_masks_match_llguidance_python() {
     // The goldens cover many steps and walks that reach the end of their grammar.
     assert!(steps > 300 && ended >= 5, "{steps} steps, {ended} complete walks");
 }
+
+/// Speculative drafts are cut with `valid_prefix`: on every golden walk it passes the walk's
+/// own tokens whole, stops exactly at a token the reference's mask forbids, and leaves the
+/// constraint where it was (its next mask is still the walk's first).
+#[test]
+fn valid_prefix_cuts_drafts_where_the_reference_mask_forbids() {
+    let golden: Value =
+        serde_json::from_str(include_str!("goldens/grammar_masks.json")).expect("grammar_masks.json parses");
+    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
+    let tok = std::sync::Arc::new(Tokenizer::from_gguf(&lm.header).unwrap());
+    let vocab = tok.vocab_size();
+    let end = golden["end_token"].as_u64().unwrap() as u32;
+    let compiler = GrammarCompiler::new(tok.clone(), vocab, end).unwrap();
+    let mut cut = 0;
+    for case in golden["cases"].as_array().unwrap() {
+        let spec = &case["spec"];
+        let grammar = match case["kind"].as_str().unwrap() {
+            "json_schema" => Grammar::JsonSchema(spec.clone()),
+            "regex" => Grammar::Regex(spec.as_str().unwrap().to_string()),
+            _ => Grammar::Lark(spec.as_str().unwrap().to_string()),
+        };
+        for walk in case["walks"].as_array().unwrap() {
+            let steps = walk.as_array().unwrap();
+            let tokens: Vec<u32> = steps.iter().filter_map(|s| s["token"].as_u64()).map(|t| t as u32).collect();
+            let mut c = compiler.compile(&grammar).unwrap();
+            assert_eq!(c.valid_prefix(&tokens).unwrap(), tokens.len(), "{spec}: the walk itself");
+            for (i, step) in steps.iter().enumerate().take(tokens.len()).step_by(3) {
+                let allowed = step["allowed"].as_str().unwrap();
+                let is_allowed = |t: u32| {
+                    let byte = u8::from_str_radix(&allowed[(t as usize / 8) * 2..(t as usize / 8) * 2 + 2], 16).unwrap();
+                    byte >> (t % 8) & 1 == 1
+                };
+                let Some(bad) = (0..vocab as u32).find(|&t| !is_allowed(t)) else { continue };
+                let mut draft = tokens[..i].to_vec();
+                draft.push(bad);
+                draft.extend_from_slice(&tokens[i..]);
+                assert_eq!(c.valid_prefix(&draft).unwrap(), i, "{spec}: forbidden token {bad} at {i}");
+                cut += 1;
+            }
+            let first = steps[0]["allowed"].as_str().unwrap();
+            assert_eq!(hex_mask(&c.allowed().unwrap(), vocab), first, "{spec}: valid_prefix moved the state");
+        }
+    }
+    assert!(cut > 50, "only {cut} cuts checked");
+}

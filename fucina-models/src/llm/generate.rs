@@ -351,9 +351,9 @@ impl Decoding {
         Ok(Decoding {
             max_tokens: opts.max_tokens,
             stop_tokens: opts.stop_tokens.clone(),
-            // Drafts are verified by the sampler's acceptance rule; with a grammar every
-            // token is sampled one at a time.
-            speculate: if sampler.has_processor() { 0 } else { opts.speculate },
+            // Drafts are cut where the sampler's grammar (if any) would refuse them and
+            // verified by its acceptance rule, which the grammar masks too.
+            speculate: opts.speculate,
             base,
             prompt: prompt.to_vec(),
             prompt_fed: 0,
@@ -400,8 +400,9 @@ impl Decoding {
     /// What to feed next: at most `prompt_chunk` (at least 1) tokens of the prompt while it
     /// lasts, then the last token, with drafts after it when speculating and `alone` (the
     /// only sequence of its step: drafts pay where one sequence leaves the machine idle).
-    /// `None` once generation has ended.
-    pub fn input(&mut self, cache: &KvCache, prompt_chunk: usize, alone: bool) -> Option<Input> {
+    /// The drafts stop where `sampler`'s grammar (if any) would refuse one (it is asked,
+    /// not moved). `None` once generation has ended.
+    pub fn input(&mut self, cache: &KvCache, sampler: &mut Sampler, prompt_chunk: usize, alone: bool) -> Option<Input> {
         if self.stop.is_some() {
             return None;
         }
@@ -416,11 +417,17 @@ impl Decoding {
         // The last emitted token is not in the cache yet: feed it, with the drafts after it.
         let last = *self.history.last().unwrap_or(&0);
         let room = (cache.capacity() - cache.len() - 1).min(self.max_tokens - self.out.len());
-        let drafts = if self.speculate > 0 && alone && self.gate.open() {
+        let mut drafts = if self.speculate > 0 && alone && self.gate.open() {
             ngram_draft(&self.history, self.gate.draft_len(self.speculate).min(room))
         } else {
             Vec::new()
         };
+        if !drafts.is_empty() {
+            // A grammar that cannot check them gets no drafts this step (the verification
+            // would report what is wrong with it).
+            let valid = sampler.valid_drafts(&drafts).unwrap_or(0);
+            drafts.truncate(valid);
+        }
         let mut tokens = Vec::with_capacity(drafts.len() + 1);
         tokens.push(last);
         tokens.extend_from_slice(&drafts);
@@ -484,13 +491,18 @@ impl Decoding {
                     self.decided.push_back((t, row.to_vec()));
                     break;
                 };
-                let (t, keep) = sampler.verify_draft(row, &self.history, draft);
+                let (t, keep) = sampler.verify_draft(row, &self.history, draft)?;
                 self.decided.push_back((t, row.to_vec()));
                 if !keep {
                     break;
                 }
                 self.history.push(t);
                 kept += 1;
+                if sampler.is_done() {
+                    // A kept draft that completes the grammar ends the answer: later rows
+                    // are not verified (their positions leave the cache below).
+                    break;
+                }
             }
             self.history.truncate(mark);
             self.gate.record(p.drafts.len(), kept, verify_secs);
@@ -527,8 +539,10 @@ impl Decoding {
                 self.stop = Some(StopReason::Cancelled);
                 return Ok(());
             }
-            if sampler.is_done() {
-                // A grammar that is complete and cannot go on: the answer ends here.
+            if self.decided.is_empty() && sampler.is_done() {
+                // A grammar that is complete and cannot go on: the answer ends here. (The
+                // grammar has followed every decided token, so it is complete after the
+                // last of them.)
                 self.stop = Some(StopReason::EndToken);
                 return Ok(());
             }
@@ -597,7 +611,7 @@ pub fn generate_observed(
 ) -> Result<(Vec<u32>, GenerationStats)> {
     let mut d = Decoding::new(prompt, cache, sampler, opts)?;
     let ctx = ExecContext::current();
-    while let Some(input) = d.input(cache, usize::MAX, true) {
+    while let Some(input) = d.input(cache, sampler, usize::MAX, true) {
         let logits = ctx.run_on_pool(|| {
             let mut batch = [Segment { tokens: &input.tokens, cache: &mut *cache, rows: input.rows }];
             model.forward_batch(&mut batch)
@@ -639,8 +653,8 @@ pub fn generate_batch(
     loop {
         let live = runs.iter().filter(|d| !d.is_done()).count();
         let mut inputs = Vec::with_capacity(jobs.len());
-        for (d, j) in runs.iter_mut().zip(jobs.iter()) {
-            inputs.push(d.input(j.cache, prompt_chunk, live == 1));
+        for (d, j) in runs.iter_mut().zip(jobs.iter_mut()) {
+            inputs.push(d.input(j.cache, j.sampler, prompt_chunk, live == 1));
         }
         if inputs.iter().all(Option::is_none) {
             break;

@@ -233,4 +233,23 @@ impl LogitProcessor for GrammarConstraint {
     fn is_done(&self) -> bool {
         self.trigger.is_none() && self.matcher.is_stopped()
     }
+
+    /// A lazy constraint lets tokens before its trigger through; from the trigger on (and
+    /// for an active one, from the first token) the matcher checks them without moving.
+    fn valid_prefix(&mut self, tokens: &[u32]) -> Result<usize> {
+        let start = match self.trigger {
+            Some(t) => match tokens.iter().position(|&x| x == t) {
+                Some(i) => i,
+                None => return Ok(tokens.len()),
+            },
+            None => 0,
+        };
+        let rest = &tokens[start..];
+        if self.matcher.is_stopped() {
+            // Complete: only the end token may follow.
+            return Ok(start + usize::from(rest.first() == Some(&self.end)));
+        }
+        let n = self.matcher.validate_tokens(rest).map_err(|e| bad(format!("{e:#}")))?;
+        Ok(start + n.min(rest.len()))
+    }
 }

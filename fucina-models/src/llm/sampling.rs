@@ -15,6 +15,13 @@ pub trait LogitProcessor: Send {
     fn accept(&mut self, token: u32) -> fucina::prelude::Result<()>;
     /// Whether nothing more may follow (the grammar is complete and cannot go on).
     fn is_done(&self) -> bool;
+    /// How many of `tokens`, in order from the current state, could be accepted, without
+    /// accepting any: speculative drafts are cut there, so no step verifies a draft the
+    /// processor would refuse. The default lets every token through (verification still
+    /// applies [`LogitProcessor::process`] to each row).
+    fn valid_prefix(&mut self, tokens: &[u32]) -> fucina::prelude::Result<usize> {
+        Ok(tokens.len())
+    }
 }
 
 /// The longest look-back of the repetition penalty.
@@ -328,24 +335,54 @@ impl Sampler {
     /// Verifies a drafted token (speculative sampling with a draft that proposes `draft`
     /// with certainty): keeps it with the probability p(`draft`) the sampler gives it here,
     /// otherwise draws from p with `draft` taken out. The token that comes out has exactly
-    /// the distribution [`Sampler::sample`] draws from, so drafting never changes what is
-    /// sampled, only how many steps it takes. Returns the token and whether it is the draft.
-    /// (Greedy: the draft is kept if and only if it is the argmax.) Not for a sampler with
-    /// a logit processor.
+    /// the distribution [`Sampler::next`] draws from, so drafting never changes what is
+    /// sampled, only how many steps it takes. The logit processor (a grammar), if any,
+    /// masks the row first (a draft it forbids has probability 0) and is told the token that
+    /// comes out, as [`Sampler::next`] tells it. Returns the token and whether it is the
+    /// draft. (Greedy: the draft is kept if and only if it is the argmax.)
     ///
     /// ```
     /// use fucina_models::llm::sampling::{Sampler, SamplingParams};
     /// let mut s = Sampler::new(SamplingParams::default());
-    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 1), (1, true));
-    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 2), (1, false));
+    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 1)?, (1, true));
+    /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 2)?, (1, false));
+    /// # Ok::<(), fucina::prelude::FucinaError>(())
     /// ```
-    pub fn verify_draft(&mut self, logits: &[f32], history: &[u32], draft: u32) -> (u32, bool) {
-        let l = self.adjusted(logits, history);
-        let (idx, probs) = self.distribution(&l);
-        let p_draft = idx.iter().position(|&t| t == draft).map_or(0.0, |i| probs[i]);
+    pub fn verify_draft(&mut self, logits: &[f32], history: &[u32], draft: u32) -> fucina::prelude::Result<(u32, bool)> {
+        let mut l = self.adjusted(logits, history);
+        let Some(mut p) = self.processor.take() else {
+            return Ok(self.verify_adjusted(&l, draft));
+        };
+        let verified = p.process(&mut l).and_then(|()| {
+            let (t, keep) = self.verify_adjusted(&l, draft);
+            if l[t as usize] == f32::NEG_INFINITY || l[t as usize].is_nan() {
+                return Err(FucinaError::InvalidArgument {
+                    op: "sampling",
+                    msg: "every token the logit processor allows has a NaN logit".into(),
+                });
+            }
+            p.accept(t).map(|()| (t, keep))
+        });
+        self.processor = Some(p);
+        verified
+    }
+
+    /// How many of `drafts` the logit processor (if any) could accept in order from its
+    /// current state, without accepting them.
+    pub fn valid_drafts(&mut self, drafts: &[u32]) -> fucina::prelude::Result<usize> {
+        match self.processor.as_mut() {
+            Some(p) => Ok(p.valid_prefix(drafts)?.min(drafts.len())),
+            None => Ok(drafts.len()),
+        }
+    }
+
+    /// [`Sampler::verify_draft`] on logits already adjusted (and masked).
+    fn verify_adjusted(&mut self, l: &[f32], draft: u32) -> (u32, bool) {
+        let (idx, probs) = self.distribution(l);
         if self.params.temperature == 0.0 {
             return (idx[0], idx[0] == draft);
         }
+        let p_draft = idx.iter().position(|&t| t == draft).map_or(0.0, |i| probs[i]);
         if p_draft > 0.0 && self.uniform() < p_draft {
             return (draft, true);
         }
@@ -513,7 +550,7 @@ mod tests {
             let mut got = vec![0usize; logits.len()];
             let mut kept = 0;
             for _ in 0..n {
-                let (t, k) = s.verify_draft(&logits, &[], draft);
+                let (t, k) = s.verify_draft(&logits, &[], draft).unwrap();
                 got[t as usize] += 1;
                 kept += usize::from(k);
             }

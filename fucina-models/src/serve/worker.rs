@@ -385,10 +385,10 @@ impl<'a> Engine<'a> {
                 if budget == 0 {
                     continue;
                 }
-                a.input = a.decoding.input(cache, budget, false);
+                a.input = a.decoding.input(cache, &mut a.sampler, budget, false);
                 budget -= a.input.as_ref().map_or(0, |i| i.tokens.len().min(budget));
             } else {
-                a.input = a.decoding.input(cache, 0, alone);
+                a.input = a.decoding.input(cache, &mut a.sampler, 0, alone);
             }
         }
         let mut caches: Vec<Option<&mut KvCache>> = self.slots.iter_mut().map(|s| s.cache.as_mut()).collect();
