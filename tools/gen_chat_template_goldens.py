@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Qwen3's chat template with tools, rendered by `transformers` (apply_chat_template).
+"""Qwen3's and DeepSeek-R1's chat templates with tools, rendered by `transformers`
+(apply_chat_template).
 
-The template is Qwen3-0.6B's, read from llama.cpp's copy in the pinned llama-cpp-python
-sdist (fetched by pip and checked by sha256, as tools/gen_kquant_goldens.py does; nothing of
+The templates are Qwen3-0.6B's and DeepSeek-R1's (its Distill-Qwen-32B release, the R1
+template with tool calls and tool outputs; it leaves tool definitions to the caller), read
+from llama.cpp's copies in the pinned llama-cpp-python sdist (fetched by pip and checked by sha256, as tools/gen_kquant_goldens.py does; nothing of
 it is committed but the rendered text). The conversations cover tools in the system turn,
 assistant tool calls (arguments as a string and as an object), consecutive tool results,
-a multi-step tool loop whose assistant turns keep their reasoning, and the thinking switch.
+a multi-step tool loop whose assistant turns keep their reasoning, and the thinking switch;
+for DeepSeek-R1: tool calls (arguments as objects, which its template's `tojson` expects),
+runs of tool outputs, the answer after them, dropped reasoning and the thinking switch.
 
 Writes fucina-models/tests/goldens/chat_template_tools.json; fucina-models/tests/chat_tools.rs
 renders the same conversations through fucina's ChatFormat and requires the same text.
@@ -15,6 +19,7 @@ import os
 import tarfile
 
 from transformers import PreTrainedTokenizerFast
+from transformers.utils.chat_template_utils import _compile_jinja_template
 
 from gen_kquant_goldens import SDIST, cache, ggml_sources
 from tiny_tokenizer import train_tokenizer
@@ -22,6 +27,7 @@ from tiny_tokenizer import train_tokenizer
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "..", "fucina-models", "tests", "goldens", "chat_template_tools.json")
 TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja"
+DEEPSEEK_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in °C.",
@@ -58,11 +64,34 @@ CASES = [
 ]
 
 
-def template():
+# DeepSeek-R1: (messages, think). Its template keeps the last system message and never
+# resets its first-call and first-output flags, so each conversation has one tool-calling
+# turn and one run of outputs (fucina renders later ones the sane way: docs/LLM.md).
+DEEPSEEK_CASES = [
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], True),
+    ([{"role": "user", "content": "Weather in Rome and the time?"},
+      {"role": "assistant", "content": None, "tool_calls": [call("get_weather", {"city": "Rome", "days": 1}, "a"),
+                                                            call("now", {}, "b")]},
+      {"role": "tool", "tool_call_id": "a", "content": "{\"temp\": 21}"},
+      {"role": "tool", "tool_call_id": "b", "content": "12:00"}], False),
+    ([{"role": "system", "content": "You help."},
+      {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello!"},
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": None, "tool_calls": [call("get_weather", {"city": "Oslo", "note": "é ✓"}, "c")]},
+      {"role": "tool", "tool_call_id": "c", "content": "snow"},
+      {"role": "assistant", "content": "It snows in Oslo."},
+      {"role": "user", "content": "Thanks!"}], True),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello!"},
+      {"role": "user", "content": "Bye"}], False),
+]
+
+
+def template(name=TEMPLATE):
     ggml_sources()  # fetches and checks the sdist
     tar = os.path.join(cache, f"{SDIST}.tar.gz")
     with tarfile.open(tar) as t:
-        return t.extractfile(TEMPLATE).read().decode()
+        return t.extractfile(name).read().decode()
 
 
 def main():
@@ -73,11 +102,22 @@ def main():
         text = tok.apply_chat_template(messages, tools=tools or None, chat_template=tpl, tokenize=False,
                                        add_generation_prompt=True, enable_thinking=think)
         cases.append({"messages": messages, "tools": tools, "think": think, "text": text})
+    ds_tpl = template(DEEPSEEK_TEMPLATE)
+    # transformers' own jinja environment, given the messages as the OpenAI API has them:
+    # apply_chat_template drops `content: None` keys, which this template reads (`is not
+    # none`) on every assistant message, so it cannot render a tool call through it.
+    compiled = _compile_jinja_template(ds_tpl)
+    ds_cases = []
+    for messages, think in DEEPSEEK_CASES:
+        text = compiled.render(messages=messages, bos_token="<｜begin▁of▁sentence｜>", add_generation_prompt=True,
+                               enable_thinking=think)
+        ds_cases.append({"messages": messages, "think": think, "text": text})
     with open(out, "w") as f:
-        json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases}, f,
+        json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases,
+                   "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {out}: {len(cases)} conversations")
+    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} conversations")
 
 
 if __name__ == "__main__":

@@ -142,7 +142,11 @@ pub fn run_image(image: &[u8], prompt: &str) -> Result<()> {
     if tok.vocab_size() != lm.model.vocab_size() {
         return Err(FucinaError::Format { format: "gguf", msg: "tokenizer and model disagree".into() });
     }
-    let format = crate::llm::chat::ChatFormat::detect(|t| tok.token_id(t).is_some(), &lm.arch);
+    let format = crate::llm::chat::ChatFormat::detect(
+        |t| tok.token_id(t).is_some(),
+        &lm.arch,
+        lm.header.get("tokenizer.chat_template").and_then(|v| v.as_str()),
+    );
     let chat = crate::llm::chat::Message::new(crate::llm::chat::Role::User, prompt);
     let mut ids = tok.encode_prompt(&format.prompt(&[chat], false))?;
     let raw = tok.encode(prompt)?;

@@ -1,7 +1,7 @@
-//! Qwen3's chat template with tools against `transformers`: conversations with tool
-//! definitions, assistant tool calls and tool results, parsed from OpenAI's message shape as
-//! the server parses them and rendered by fucina's ChatFormat, must give exactly the text
-//! `apply_chat_template` gives with the real Qwen3 template (goldens from
+//! Qwen3's and DeepSeek-R1's chat templates with tools against `transformers`: conversations
+//! with tool definitions (Qwen3), assistant tool calls and tool results, parsed from OpenAI's
+//! message shape as the server parses them and rendered by fucina's ChatFormat, must give
+//! exactly the text transformers' jinja gives with the real templates (goldens from
 //! tools/gen_chat_template_goldens.py; tolerance: none).
 
 use fucina_models::llm::chat::ChatFormat;
@@ -21,4 +21,39 @@ fn tool_conversations_render_as_transformers_does() {
         let got = ChatFormat::ChatMl.prompt_with_tools(&messages, tools, think).text_form();
         assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
     }
+}
+
+#[test]
+fn deepseek_r1_conversations_render_as_its_template_does() {
+    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
+    let cases = golden["deepseek_cases"].as_array().unwrap();
+    assert!(cases.len() >= 4);
+    // The format is detected from the file's template, as `serve` and the CLI do.
+    let template = "{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}";
+    let format = ChatFormat::detect(|t| t == "<｜User｜>", "deepseek2", Some(template));
+    assert_eq!(format, ChatFormat::DeepSeekR1);
+    for (i, case) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let messages = parse_messages(&msgs).unwrap();
+        let think = case["think"].as_bool().unwrap();
+        let got = format.prompt_with_tools(&messages, &[], think).text_form();
+        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+    }
+}
+
+/// The tools DeepSeek's template leaves to the caller: each function's JSON and the call
+/// syntax, after the system prompt, in the prompt's control tokens.
+#[test]
+fn deepseek_tools_are_described_after_the_system_prompt() {
+    use fucina_models::llm::chat::{Message, Piece, Role};
+    let tool = serde_json::json!({"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}});
+    let m = [Message::new(Role::System, "Be brief."), Message::new(Role::User, "Time?")];
+    let p = ChatFormat::DeepSeekV3.prompt_with_tools(&m, &[tool], true);
+    let text = p.text_form();
+    assert!(text.starts_with("<｜begin▁of▁sentence｜>Be brief.\n\n## Tools"), "{text}");
+    assert!(text.contains(r#"{"name": "now", "parameters": {"type": "object"}}"#), "{text}");
+    assert!(text.ends_with("<｜tool▁calls▁end｜>\n<｜User｜>Time?<｜Assistant｜>"), "{text}");
+    let controls: Vec<&str> =
+        p.pieces.iter().filter_map(|x| if let Piece::Control(c) = x { Some(c.as_str()) } else { None }).collect();
+    assert!(controls.contains(&"<｜tool▁calls▁begin｜>") && controls.contains(&"<｜tool▁sep｜>"), "{controls:?}");
 }

@@ -82,7 +82,8 @@ fn valid_prefix_cuts_drafts_where_the_reference_mask_forbids() {
             for (i, step) in steps.iter().enumerate().take(tokens.len()).step_by(3) {
                 let allowed = step["allowed"].as_str().unwrap();
                 let is_allowed = |t: u32| {
-                    let byte = u8::from_str_radix(&allowed[(t as usize / 8) * 2..(t as usize / 8) * 2 + 2], 16).unwrap();
+                    let byte =
+                        u8::from_str_radix(&allowed[(t as usize / 8) * 2..(t as usize / 8) * 2 + 2], 16).unwrap();
                     byte >> (t % 8) & 1 == 1
                 };
                 let Some(bad) = (0..vocab as u32).find(|&t| !is_allowed(t)) else { continue };

@@ -46,7 +46,12 @@ fn run_constrained(
     let mut stop_tokens = Vec::new();
     if let Some(g) = grammar {
         let end = tok.token_id("<|im_end|>").unwrap();
-        let compiler = GrammarCompiler::new(std::sync::Arc::new(Tokenizer::from_gguf(&lm.header).unwrap()), lm.model.vocab_size(), end).unwrap();
+        let compiler = GrammarCompiler::new(
+            std::sync::Arc::new(Tokenizer::from_gguf(&lm.header).unwrap()),
+            lm.model.vocab_size(),
+            end,
+        )
+        .unwrap();
         sampler.set_processor(Some(Box::new(compiler.compile(g).unwrap())));
         stop_tokens.push(end);
     }

@@ -119,7 +119,11 @@ fn main() {
         }
         let kv = if a.kv_f16 { KvType::F16 } else { a.kv };
         let stops = stop_tokens(&lm.header, &tokenizer);
-        let format = fucina_models::llm::chat::ChatFormat::detect(|t| tokenizer.token_id(t).is_some(), &lm.arch);
+        let format = fucina_models::llm::chat::ChatFormat::detect(
+            |t| tokenizer.token_id(t).is_some(),
+            &lm.arch,
+            lm.header.get("tokenizer.chat_template").and_then(|v| v.as_str()),
+        );
         // Structured output needs an end token to finish a complete answer with.
         let grammar = match stops.first() {
             Some(&end) => Some(

@@ -1,6 +1,9 @@
 //! The ChatML prompt format of Qwen (`<|im_start|>role\n…<|im_end|>\n`), with Qwen3's
 //! thinking switch and its tool calling (hermes `<tool_call>` JSON, tool results as
-//! `<tool_response>` user turns), and DeepSeek's formats.
+//! `<tool_response>` user turns), and DeepSeek's formats (V3 and R1 with their tool calls
+//! and tool outputs; V2).
+
+use super::tools::{ToolSyntax, DEEPSEEK_TAGS};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,20 +96,29 @@ fn strip_nl(s: &str) -> &str {
 pub enum ChatFormat {
     /// ChatML (`<|im_start|>role ... <|im_end|>`), with Qwen3's thinking switch.
     ChatMl,
-    /// DeepSeek-V3/R1: `<｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>`.
+    /// DeepSeek-V3: `<｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>`.
     DeepSeekV3,
+    /// DeepSeek-R1: V3's turns, with the answer's `<think>` opened by the prompt (and closed
+    /// at once without thinking).
+    DeepSeekR1,
     /// DeepSeek-V2: `<｜begin▁of▁sentence｜>system\n\nUser: ...\n\nAssistant: ...<｜end▁of▁sentence｜>`.
     DeepSeekV2,
 }
 
 impl ChatFormat {
-    /// The format a model's vocabulary implies: ChatML if it has `<|im_start|>`, DeepSeek-V3's
-    /// if it has `<｜User｜>`, DeepSeek-V2's for other `deepseek2` files, ChatML otherwise.
-    pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str) -> ChatFormat {
+    /// The format a model's vocabulary implies: ChatML if it has `<|im_start|>`, DeepSeek's
+    /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
+    /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, ChatML
+    /// otherwise.
+    pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str, template: Option<&str>) -> ChatFormat {
         if has_token("<|im_start|>") {
             ChatFormat::ChatMl
         } else if has_token("<｜User｜>") {
-            ChatFormat::DeepSeekV3
+            if template.is_some_and(|t| t.contains("<｜Assistant｜><think>")) {
+                ChatFormat::DeepSeekR1
+            } else {
+                ChatFormat::DeepSeekV3
+            }
         } else if arch == "deepseek2" {
             ChatFormat::DeepSeekV2
         } else {
@@ -127,18 +139,30 @@ impl ChatFormat {
         self.prompt_with_tools(messages, &[], think)
     }
 
-    /// Whether the format renders tools and tool calls ([`ChatFormat::prompt_with_tools`]).
-    pub fn supports_tools(self) -> bool {
-        self == ChatFormat::ChatMl
+    /// How the format writes tool calls, if it has them ([`ChatFormat::prompt_with_tools`]
+    /// renders tools, calls and results): Qwen3's hermes blocks for ChatML, DeepSeek's for
+    /// V3 and R1 (which need their tags in the vocabulary: [`ToolSyntax::tags`]).
+    pub fn tool_syntax(self) -> Option<ToolSyntax> {
+        match self {
+            ChatFormat::ChatMl => Some(ToolSyntax::Hermes),
+            ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => Some(ToolSyntax::DeepSeek),
+            ChatFormat::DeepSeekV2 => None,
+        }
+    }
+
+    /// Whether the prompt opens the answer's reasoning itself (R1 with thinking on), so
+    /// the answer starts inside `<think>`.
+    pub fn opens_reasoning(self, think: bool) -> bool {
+        self == ChatFormat::DeepSeekR1 && think
     }
 
     /// [`ChatFormat::prompt`] with function `tools` (OpenAI's `{"type": "function",
-    /// "function": {...}}` objects, rendered as JSON in the system turn) and the messages'
-    /// tool calls and tool results, as Qwen3's template renders them. Formats without tool
-    /// support ignore `tools` ([`ChatFormat::supports_tools`]).
+    /// "function": {...}}` objects) and the messages' tool calls and tool results: as Qwen3's
+    /// template renders them for ChatML (the tools as JSON in the system turn); for DeepSeek
+    /// V3/R1 as their template renders calls and outputs, the tools (which their template
+    /// leaves to the caller) described after the system prompt with the call syntax.
+    /// Formats without tool calls ignore `tools` ([`ChatFormat::tool_syntax`]).
     pub fn prompt_with_tools(self, messages: &[Message], tools: &[serde_json::Value], think: bool) -> Prompt {
-        const BOS: &str = "<｜begin▁of▁sentence｜>";
-        const EOS: &str = "<｜end▁of▁sentence｜>";
         let mut p = Prompt::default();
         match self {
             ChatFormat::ChatMl => {
@@ -251,28 +275,9 @@ impl ChatFormat {
                     p.text("\n\n");
                 }
             }
-            ChatFormat::DeepSeekV3 => {
-                p.control(BOS);
-                for m in messages.iter().filter(|m| m.role == Role::System) {
-                    p.text(&m.content);
-                }
-                for m in messages.iter().filter(|m| m.role != Role::System) {
-                    match m.role {
-                        Role::User | Role::Tool => {
-                            p.control("<｜User｜>");
-                            p.text(&m.content);
-                        }
-                        _ => {
-                            p.control("<｜Assistant｜>");
-                            p.text(strip_thinking(&m.content));
-                            p.control(EOS);
-                        }
-                    }
-                }
-                p.control("<｜Assistant｜>");
-            }
+            ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => deepseek_prompt(self, &mut p, messages, tools, think),
             ChatFormat::DeepSeekV2 => {
-                p.control(BOS);
+                p.control(DS_BOS);
                 for m in messages {
                     match m.role {
                         Role::System => {
@@ -287,7 +292,7 @@ impl ChatFormat {
                         Role::Assistant => {
                             p.text("Assistant: ");
                             p.text(&m.content);
-                            p.control(EOS);
+                            p.control(DS_EOS);
                         }
                     }
                 }
@@ -295,6 +300,117 @@ impl ChatFormat {
             }
         }
         p
+    }
+}
+
+const DS_BOS: &str = "<｜begin▁of▁sentence｜>";
+const DS_EOS: &str = "<｜end▁of▁sentence｜>";
+const DS_OUTPUTS_BEGIN: &str = "<｜tool▁outputs▁begin｜>";
+const DS_OUTPUTS_END: &str = "<｜tool▁outputs▁end｜>";
+const DS_OUTPUT_BEGIN: &str = "<｜tool▁output▁begin｜>";
+const DS_OUTPUT_END: &str = "<｜tool▁output▁end｜>";
+
+/// Tool-call arguments as the template's `tojson` writes an object, or as given when they
+/// are not JSON.
+fn template_args(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments).map_or_else(|_| arguments.to_string(), |v| py_json(&v))
+}
+
+/// One DeepSeek tool call: `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜>`.
+fn deepseek_call(p: &mut Prompt, name: &str, arguments: &str) {
+    let [_, _, begin, end, sep] = DEEPSEEK_TAGS;
+    p.control(begin);
+    p.text("function");
+    p.control(sep);
+    p.text(name);
+    p.text("\n```json\n");
+    p.text(arguments);
+    p.text("\n```");
+    p.control(end);
+}
+
+/// DeepSeek V3/R1 as their template renders them: the system prompts (joined by blank
+/// lines) after BOS; `<｜User｜>` turns; assistant turns (reasoning dropped) with their tool
+/// calls in one `<｜tool▁calls▁begin｜>` block, each ended by EOS; tool results as
+/// `<｜tool▁output▁begin｜>` items of a `<｜tool▁outputs▁begin｜>` run, which the next
+/// assistant turn continues after `<｜tool▁outputs▁end｜>`. Two places where the template
+/// misbehaves are rendered the sane way: every run of tool results opens its own block (the
+/// template opens only the first of a conversation), and a turn after a run closes it.
+fn deepseek_prompt(format: ChatFormat, p: &mut Prompt, messages: &[Message], tools: &[serde_json::Value], think: bool) {
+    p.control(DS_BOS);
+    let system: Vec<&str> = messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.as_str()).collect();
+    p.text(&system.join("\n\n"));
+    if !tools.is_empty() {
+        let [open, close, ..] = DEEPSEEK_TAGS;
+        if !system.is_empty() {
+            p.text("\n\n");
+        }
+        p.text("## Tools\n\nYou can call these functions (their parameters are JSON schemas):\n");
+        for t in tools {
+            p.text(&py_json(t.get("function").unwrap_or(t)));
+            p.text("\n");
+        }
+        p.text("\nTo call functions, answer with one block holding each call, its arguments as JSON:\n");
+        p.control(open);
+        deepseek_call(p, "function_name", "{\"parameter\": \"value\"}");
+        p.control(close);
+        p.text("\n");
+    }
+    let mut in_outputs = false;
+    for m in messages.iter().filter(|m| m.role != Role::System) {
+        match m.role {
+            Role::Tool => {
+                if in_outputs {
+                    p.text("\n");
+                } else {
+                    p.control(DS_OUTPUTS_BEGIN);
+                    in_outputs = true;
+                }
+                p.control(DS_OUTPUT_BEGIN);
+                p.text(&m.content);
+                p.control(DS_OUTPUT_END);
+                continue;
+            }
+            Role::Assistant if in_outputs => p.control(DS_OUTPUTS_END),
+            Role::Assistant => p.control("<｜Assistant｜>"),
+            _ => {
+                if in_outputs {
+                    p.control(DS_OUTPUTS_END);
+                }
+                p.control("<｜User｜>");
+                p.text(&m.content);
+            }
+        }
+        in_outputs = false;
+        if m.role == Role::Assistant {
+            // What follows the last `</think>`, as it is (the template's `split('</think>')[-1]`).
+            p.text(m.content.rsplit("</think>").next().unwrap_or_default());
+            if !m.tool_calls.is_empty() {
+                let [open, close, ..] = DEEPSEEK_TAGS;
+                p.control(open);
+                for (k, c) in m.tool_calls.iter().enumerate() {
+                    if k > 0 {
+                        p.text("\n");
+                    }
+                    deepseek_call(p, &c.name, &template_args(&c.arguments));
+                }
+                p.control(close);
+            }
+            p.control(DS_EOS);
+        }
+    }
+    if in_outputs {
+        // The model goes on after the results, in the assistant's turn.
+        p.control(DS_OUTPUTS_END);
+        return;
+    }
+    p.control("<｜Assistant｜>");
+    if format == ChatFormat::DeepSeekR1 {
+        p.control("<think>");
+        p.text("\n");
+        if !think {
+            p.control("</think>");
+        }
     }
 }
 
@@ -389,7 +505,9 @@ mod tests {
             "<｜begin▁of▁sentence｜>S<｜User｜>Hi<｜Assistant｜>Yo<｜end▁of▁sentence｜><｜Assistant｜>"
         );
         assert_eq!(ChatFormat::DeepSeekV2.render(&m[1..2], true), "<｜begin▁of▁sentence｜>User: Hi\n\nAssistant:");
-        assert_eq!(ChatFormat::detect(|t| t == "<｜User｜>", "deepseek2"), ChatFormat::DeepSeekV3);
-        assert_eq!(ChatFormat::detect(|_| false, "deepseek2"), ChatFormat::DeepSeekV2);
+        assert_eq!(ChatFormat::detect(|t| t == "<｜User｜>", "deepseek2", None), ChatFormat::DeepSeekV3);
+        let r1 = Some("{{'<｜Assistant｜><think>\\n'}}");
+        assert_eq!(ChatFormat::detect(|t| t == "<｜User｜>", "deepseek2", r1), ChatFormat::DeepSeekR1);
+        assert_eq!(ChatFormat::detect(|_| false, "deepseek2", None), ChatFormat::DeepSeekV2);
     }
 }

@@ -178,7 +178,7 @@ pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
         .filter(|&x| x < tok.vocab_size() as u64)
         .map(|x| x as u32)
         .collect();
-    for t in ["<|im_end|>", "<|endoftext|>", "<|end▁of▁sentence|>"] {
+    for t in ["<|im_end|>", "<|endoftext|>", "<｜end▁of▁sentence｜>"] {
         v.extend(tok.token_id(t));
     }
     v.sort_unstable();
@@ -280,7 +280,11 @@ fn answer_batch(
 pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
     let tok = Tokenizer::from_gguf(header)?;
     let arch = header.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
-    let format = ChatFormat::detect(|t| tok.token_id(t).is_some(), arch);
+    let format = ChatFormat::detect(
+        |t| tok.token_id(t).is_some(),
+        arch,
+        header.get("tokenizer.chat_template").and_then(|v| v.as_str()),
+    );
     if tok.vocab_size() != model.vocab_size() {
         return Err(FucinaError::Format {
             format: "gguf",

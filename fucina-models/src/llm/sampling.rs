@@ -348,7 +348,12 @@ impl Sampler {
     /// assert_eq!(s.verify_draft(&[0.0, 3.0, 1.0], &[], 2)?, (1, false));
     /// # Ok::<(), fucina::prelude::FucinaError>(())
     /// ```
-    pub fn verify_draft(&mut self, logits: &[f32], history: &[u32], draft: u32) -> fucina::prelude::Result<(u32, bool)> {
+    pub fn verify_draft(
+        &mut self,
+        logits: &[f32],
+        history: &[u32],
+        draft: u32,
+    ) -> fucina::prelude::Result<(u32, bool)> {
         let mut l = self.adjusted(logits, history);
         let Some(mut p) = self.processor.take() else {
             return Ok(self.verify_adjusted(&l, draft));

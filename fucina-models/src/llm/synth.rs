@@ -63,6 +63,20 @@ pub struct SynthModel {
     pub tensors: Vec<SynthTensor>,
     /// Vocabulary size (rows of `token_embd`).
     pub vocab: usize,
+    /// The chat tokens of the vocabulary.
+    pub chat: SynthChat,
+}
+
+/// Which chat format a synthetic vocabulary carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SynthChat {
+    /// The tiny Qwen3's ChatML tokens, then `<tool_call>` / `</tool_call>`
+    /// ([`padded_tokenizer`]).
+    #[default]
+    ChatMl,
+    /// DeepSeek-R1's ([`deepseek_tokenizer`]).
+    DeepSeekR1,
 }
 
 /// The dense Qwen3 shapes of [`qwen3`].
@@ -179,7 +193,7 @@ pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
     if !s.tied {
         t.push(SynthTensor::matrix("output.weight", s.vocab, h));
     }
-    SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab }
+    SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
 }
 
 /// DeepSeek-V2/V3 shapes for [`deepseek`].
@@ -344,7 +358,7 @@ pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
     }
     t.push(SynthTensor::norm("output_norm.weight", h));
     t.push(SynthTensor::matrix("output.weight", s.vocab, h));
-    SynthModel { arch: "deepseek2".into(), metadata, tensors: t, vocab: s.vocab }
+    SynthModel { arch: "deepseek2".into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
 }
 
 /// The user-defined (not control) tokens the padding starts with, as Qwen3's vocabulary
@@ -386,6 +400,78 @@ pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
     Ok(out)
 }
 
+/// DeepSeek-R1's chat tokens: [`padded_tokenizer`]'s vocabulary with the ChatML tokens
+/// renamed (`<|endoftext|>` to `<｜begin▁of▁sentence｜>`, `<|im_start|>` to `<｜User｜>`,
+/// `<|im_end|>` to `<｜end▁of▁sentence｜>`, BOS and EOS set to them) and the padding starting
+/// with `<｜Assistant｜>`, the tool-call and the tool-output tags (control tokens, as the
+/// opening of R1's template: `tokenizer.chat_template` holds its generation prompt). For
+/// tests of DeepSeek's chat and tool-call formats.
+pub fn deepseek_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
+    const RENAMED: [(&str, &str); 3] = [
+        ("<|endoftext|>", "<｜begin▁of▁sentence｜>"),
+        ("<|im_start|>", "<｜User｜>"),
+        ("<|im_end|>", "<｜end▁of▁sentence｜>"),
+    ];
+    let pads = ["<｜Assistant｜>"].into_iter().chain(crate::llm::tools::DEEPSEEK_TAGS).chain([
+        "<｜tool▁outputs▁begin｜>",
+        "<｜tool▁outputs▁end｜>",
+        "<｜tool▁output▁begin｜>",
+        "<｜tool▁output▁end｜>",
+    ]);
+    let pads: Vec<&str> = pads.collect();
+    let mut out = padded_tokenizer(vocab)?;
+    let have = GgufFile::open(crate::llm::cli::default_model())?
+        .header()
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array().map(Array::len))
+        .unwrap_or(0);
+    if have + pads.len() > vocab {
+        return Err(FucinaError::InvalidArgument {
+            op: "synth",
+            msg: format!("a vocabulary of {vocab} has no room for DeepSeek's {} chat tokens", pads.len()),
+        });
+    }
+    let (mut bos, mut eos) = (None, None);
+    for (key, v) in &mut out {
+        match (key.as_str(), v) {
+            ("tokenizer.ggml.tokens", Value::Array(Array::String(items))) => {
+                for (i, t) in items.iter_mut().enumerate() {
+                    if let Some((_, to)) = RENAMED.iter().find(|(from, _)| from.as_bytes() == t.as_slice()) {
+                        *t = to.as_bytes().to_vec();
+                        bos = bos.or((*to == RENAMED[0].1).then_some(i));
+                        eos = eos.or((*to == RENAMED[2].1).then_some(i));
+                    }
+                }
+                for (t, name) in items[have..].iter_mut().zip(&pads) {
+                    *t = name.as_bytes().to_vec();
+                }
+            }
+            ("tokenizer.ggml.token_type", Value::Array(Array::I32(items))) => {
+                for t in &mut items[have..have + pads.len()] {
+                    *t = 3;
+                }
+            }
+            _ => {}
+        }
+    }
+    let (Some(bos), Some(eos)) = (bos, eos) else {
+        return Err(FucinaError::InvalidArgument {
+            op: "synth",
+            msg: "the tiny vocabulary lacks ChatML's tokens".into(),
+        });
+    };
+    out.retain(|(k, _)| {
+        !matches!(k.as_str(), "tokenizer.ggml.bos_token_id" | "tokenizer.ggml.eos_token_id" | "tokenizer.chat_template")
+    });
+    out.push(("tokenizer.ggml.bos_token_id".into(), Value::U32(bos as u32)));
+    out.push(("tokenizer.ggml.eos_token_id".into(), Value::U32(eos as u32)));
+    out.push((
+        "tokenizer.chat_template".into(),
+        Value::String("{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}".as_bytes().to_vec()),
+    ));
+    Ok(out)
+}
+
 fn check_vocab(have: usize, want: usize) -> Result<()> {
     if want < have {
         return Err(FucinaError::InvalidArgument {
@@ -420,7 +506,10 @@ pub fn write(
     let mut metadata = m.metadata.clone();
     metadata.push(("general.file_type".into(), Value::U32(file_type(ty))));
     metadata.push(("general.alignment".into(), Value::U32(32)));
-    metadata.extend(padded_tokenizer(m.vocab)?);
+    metadata.extend(match m.chat {
+        SynthChat::ChatMl => padded_tokenizer(m.vocab)?,
+        SynthChat::DeepSeekR1 => deepseek_tokenizer(m.vocab)?,
+    });
     let tensors = m
         .tensors
         .iter()

@@ -6,7 +6,7 @@ use super::worker::TokenLogprob;
 use crate::llm::chat::{py_json, Message, Role, ToolCall};
 use crate::llm::grammar::Grammar;
 use crate::llm::sampling::MAX_LOGIT_BIAS;
-use crate::llm::tools::{call_grammar, ToolChoice, ToolDef};
+use crate::llm::tools::{ToolChoice, ToolDef, ToolSyntax};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -246,15 +246,18 @@ pub struct ToolRequest {
     pub choice: ToolChoice,
     /// Whether a forced answer may hold several calls.
     pub parallel: bool,
+    /// How the model writes calls (its chat format's; Qwen3's hermes blocks until set).
+    pub syntax: ToolSyntax,
 }
 
 impl ToolRequest {
-    /// The grammar that forces the calls `choice` requires (`None` for `auto`).
-    pub fn grammar(&self) -> Option<Grammar> {
+    /// The grammar that forces the calls `choice` requires (`None` for `auto`); `control`
+    /// gives the ids of the syntax's tags that are control tokens.
+    pub fn grammar(&self, control: &dyn Fn(&str) -> Option<u32>) -> Option<Grammar> {
         match &self.choice {
             ToolChoice::Auto => None,
-            ToolChoice::Required => Some(call_grammar(&self.defs, None, self.parallel)),
-            ToolChoice::Named(n) => Some(call_grammar(&self.defs, Some(n), self.parallel)),
+            ToolChoice::Required => Some(self.syntax.call_grammar(&self.defs, None, self.parallel, control)),
+            ToolChoice::Named(n) => Some(self.syntax.call_grammar(&self.defs, Some(n), self.parallel, control)),
         }
     }
 }
@@ -320,7 +323,13 @@ pub fn tools(c: &Common) -> Result<Option<ToolRequest>, ParamError> {
         }
         return Ok(None);
     }
-    Ok(Some(ToolRequest { raw: list, defs, choice, parallel: c.parallel_tool_calls.unwrap_or(true) }))
+    Ok(Some(ToolRequest {
+        raw: list,
+        defs,
+        choice,
+        parallel: c.parallel_tool_calls.unwrap_or(true),
+        syntax: ToolSyntax::Hermes,
+    }))
 }
 
 /// What `logprobs` / `top_logprobs` ask for: `None` (off) or `Some(n)`: each token's

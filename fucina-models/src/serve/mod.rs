@@ -28,7 +28,7 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use output::{ChatSplit, Delta};
+use output::{ChatSplit, Delta, SplitSpec};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -204,6 +204,7 @@ impl Prepared {
             stop: std::mem::take(&mut self.stop),
             grammar: self.grammar.take(),
             logprobs: self.logprobs,
+            opened_reasoning: self.split.opened_reasoning,
             events,
         }
     }
@@ -222,10 +223,8 @@ struct Prepared {
     grammar: Option<GrammarConstraint>,
     /// Log-probabilities with this many alternatives, if asked for.
     logprobs: Option<usize>,
-    /// Chat: split the reasoning into `reasoning_content`.
-    separate_reasoning: bool,
-    /// Chat: the request's tools (the answer is parsed for calls).
-    tools: Option<ToolRequest>,
+    /// Chat: how the answer splits into reasoning, content and tool calls.
+    split: SplitSpec,
 }
 
 // A Response is large, and returning it by value on the (rare) error path costs nothing
@@ -269,7 +268,9 @@ async fn prepare(
     if !chat && tools(c).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?.is_some() {
         return Err(bad("tools and tool_choice are chat parameters".into()));
     }
-    let forced = tool_req.as_ref().and_then(ToolRequest::grammar);
+    // Tags that are control tokens are referenced by id in a grammar (no text makes them).
+    let control = |t: &str| st.tokenizer.token_id(t).filter(|&id| st.tokenizer.is_control(id));
+    let forced = tool_req.as_ref().and_then(|t| t.grammar(&control));
     let (wanted, what) = match (format, forced) {
         (Some(_), Some(_)) => {
             return Err(bad("response_format cannot be combined with a required tool call (tool_choice)".into()))
@@ -278,12 +279,12 @@ async fn prepare(
         (None, Some(g)) => (Some(g), "tools"),
         (None, None) => (None, ""),
     };
-    // `tool_choice: auto`: free text, but a call the model opens (its `<tool_call>` token)
-    // follows the tools' schemas from there on. Only where the opening tag is one token.
-    let trigger = st.tokenizer.token_id(crate::llm::tools::CALL_OPEN);
+    // `tool_choice: auto`: free text, but a call the model opens (its opening tag, one
+    // token: `<tool_call>`, `<｜tool▁calls▁begin｜>`) follows the tools' schemas from there on.
+    let trigger = tool_req.as_ref().and_then(|t| st.tokenizer.token_id(t.syntax.open()));
     let (wanted, what, lazy) = match (wanted, tool_req.as_ref(), trigger, &st.grammar) {
         (None, Some(t), Some(trigger), Some(_)) if t.choice == crate::llm::tools::ToolChoice::Auto => {
-            let g = crate::llm::tools::call_grammar(&t.defs, None, t.parallel);
+            let g = t.syntax.call_grammar(&t.defs, None, t.parallel, &control);
             (Some(g), "tools", Some(trigger))
         }
         (w, ..) => (w, what, None),
@@ -359,8 +360,7 @@ async fn prepare(
         include_usage: include_usage(c),
         grammar,
         logprobs,
-        separate_reasoning: false,
-        tools: tool_req,
+        split: SplitSpec { tools: tool_req.map(|t| t.syntax), ..SplitSpec::default() },
     })
 }
 
@@ -384,10 +384,17 @@ async fn prepare_chat(st: &Arc<AppState>, body: &ChatRequest) -> Result<Prepared
     if messages.is_empty() {
         return Err(fail(StatusCode::BAD_REQUEST, "messages is empty", None));
     }
-    let tool_req = tools(&body.common).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
-    if tool_req.is_some() && !st.format.supports_tools() {
-        let msg = "tools: this model's chat format has no tool calling here (Qwen3's ChatML does)";
-        return Err(fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter")));
+    let mut tool_req = tools(&body.common).map_err(|e| fail(StatusCode::BAD_REQUEST, e.message, Some(e.code)))?;
+    if let Some(t) = tool_req.as_mut() {
+        // The format's call syntax, where the vocabulary has its tags as tokens.
+        let syntax =
+            st.format.tool_syntax().filter(|s| s.tags().iter().all(|tag| st.tokenizer.token_id(tag).is_some()));
+        let Some(syntax) = syntax else {
+            let msg = "tools: this model's chat format has no tool calling here (Qwen3's ChatML and DeepSeek V3/R1 \
+                       with their tool tokens have)";
+            return Err(fail(StatusCode::BAD_REQUEST, msg, Some("unsupported_parameter")));
+        };
+        t.syntax = syntax;
     }
     // A constrained answer starts under its grammar at once: no thinking block before it.
     let constrained = matches!(response_format(&body.common), Ok(Some(_)))
@@ -409,7 +416,8 @@ async fn prepare_chat(st: &Arc<AppState>, body: &ChatRequest) -> Result<Prepared
     let raw_tools = tool_req.as_ref().map_or(&[][..], |t| &t.raw[..]);
     let prompt = st.format.prompt_with_tools(&messages, raw_tools, think);
     let mut p = prepare(st, Input::Chat(prompt), &body.common, tool_req).await?;
-    p.separate_reasoning = reasoning == ReasoningFormat::Separate;
+    p.split.separate_reasoning = reasoning == ReasoningFormat::Separate;
+    p.split.opened_reasoning = st.format.opens_reasoning(think);
     Ok(p)
 }
 
@@ -457,8 +465,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
                         (true, false) => completion_logprobs(&lps, 0),
                     };
                     let choice = if chat {
-                        let mut message =
-                            ChatSplit::new(p.separate_reasoning, p.tools.is_some(), &n.to_string()).message(&text);
+                        let mut message = ChatSplit::new(p.split, &n.to_string()).message(&text);
                         message.insert("role".into(), json!("assistant"));
                         let finish = if message.contains_key("tool_calls") { "tool_calls" } else { finish };
                         json!({ "index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish })
@@ -506,7 +513,7 @@ async fn respond(st: Arc<AppState>, mut p: Prepared, chat: bool) -> Response {
     };
     let mut lps: Vec<TokenLogprob> = Vec::new();
     // Chat answers go through the reasoning and tool-call splitters; completions do not.
-    let mut split = chat.then(|| ChatSplit::new(p.separate_reasoning, p.tools.is_some(), &n.to_string()));
+    let mut split = chat.then(|| ChatSplit::new(p.split, &n.to_string()));
     let mut done = false;
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let stream = futures_util::stream::poll_fn(move |cx| {

@@ -1,11 +1,11 @@
 //! A chat answer's text turned into OpenAI's message fields as it streams: the `<think>`
-//! block into `reasoning_content` (when asked), `<tool_call>` blocks into `tool_calls`
-//! (when the request has tools), the rest into `content`. The whole answer goes through the
+//! block into `reasoning_content` (when asked), tool-call blocks (in the model's syntax)
+//! into `tool_calls` (when the request has tools), the rest into `content`. The whole answer goes through the
 //! same splitters as the stream, so both say the same.
 
 use crate::llm::chat::ToolCall;
 use crate::llm::reasoning::ReasoningSplitter;
-use crate::llm::tools::ToolCallSplitter;
+use crate::llm::tools::{ToolCallSplitter, ToolSyntax};
 use serde_json::{json, Map, Value};
 
 /// What one piece of the answer adds to each field.
@@ -49,6 +49,17 @@ impl Delta {
     }
 }
 
+/// How a chat answer is split.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SplitSpec {
+    /// Reasoning goes to `reasoning_content` (else it stays in `content`).
+    pub separate_reasoning: bool,
+    /// The prompt opened the reasoning (DeepSeek-R1's `<think>`): the answer starts inside it.
+    pub opened_reasoning: bool,
+    /// The request has tools, which the model calls in this syntax.
+    pub tools: Option<ToolSyntax>,
+}
+
 /// The splitter for one answer.
 #[derive(Debug, Clone)]
 pub struct ChatSplit {
@@ -59,12 +70,11 @@ pub struct ChatSplit {
 }
 
 impl ChatSplit {
-    /// Splits reasoning off when `reasoning`, tool calls when `tools`; call ids are
-    /// `call_{id}_{index}`.
-    pub fn new(reasoning: bool, tools: bool, id: &str) -> ChatSplit {
+    /// Splits as `spec` says; call ids are `call_{id}_{index}`.
+    pub fn new(spec: SplitSpec, id: &str) -> ChatSplit {
         ChatSplit {
-            reasoning: reasoning.then(|| ReasoningSplitter::new(false)),
-            tools: tools.then(ToolCallSplitter::default),
+            reasoning: spec.separate_reasoning.then(|| ReasoningSplitter::new(spec.opened_reasoning)),
+            tools: spec.tools.map(ToolCallSplitter::new),
             calls: 0,
             id: id.to_string(),
         }
@@ -138,16 +148,36 @@ impl ChatSplit {
 mod tests {
     use super::*;
 
+    fn spec(separate_reasoning: bool, tools: Option<ToolSyntax>) -> SplitSpec {
+        SplitSpec { separate_reasoning, opened_reasoning: false, tools }
+    }
+
+    #[test]
+    fn deepseek_calls_after_reasoning_the_prompt_opened() {
+        let text = "plan\n</think>\n\nOn it.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        let s = SplitSpec { separate_reasoning: true, opened_reasoning: true, tools: Some(ToolSyntax::DeepSeek) };
+        let m = ChatSplit::new(s, "d").message(text);
+        assert_eq!(m["reasoning_content"], "plan\n");
+        assert_eq!(m["content"], "On it.");
+        assert_eq!(m["tool_calls"][0]["function"]["name"], "f");
+        assert_eq!(m["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);
+        assert_eq!(m["tool_calls"][1]["id"], "call_d_1");
+        // Hermes blocks are text to a DeepSeek splitter.
+        let m = ChatSplit::new(spec(false, Some(ToolSyntax::DeepSeek)), "e")
+            .message("<tool_call>\n{\"name\": \"g\"}\n</tool_call>");
+        assert!(m.get("tool_calls").is_none());
+    }
+
     #[test]
     fn reasoning_then_text_then_calls() {
         let text = "<think>\nplan\n</think>\n\nOn it.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
-        let m = ChatSplit::new(true, true, "x").message(text);
+        let m = ChatSplit::new(spec(true, Some(ToolSyntax::Hermes)), "x").message(text);
         assert_eq!(m["reasoning_content"], "\nplan\n");
         assert_eq!(m["content"], "On it.");
         assert_eq!(m["tool_calls"][0]["id"], "call_x_0");
         assert_eq!(m["tool_calls"][0]["function"]["name"], "f");
         // Streamed char by char: the same fields.
-        let mut s = ChatSplit::new(true, true, "x");
+        let mut s = ChatSplit::new(spec(true, Some(ToolSyntax::Hermes)), "x");
         let mut all = Delta::default();
         for ch in text.chars().map(String::from).chain([String::new()]) {
             let d = if ch.is_empty() { s.finish() } else { s.push(&ch) };
@@ -158,7 +188,8 @@ mod tests {
         assert_eq!((all.reasoning.as_str(), all.content.trim(), all.calls.len()), ("\nplan\n", "On it.", 1));
         assert!(s.made_calls());
         // Only calls: content is null.
-        let m = ChatSplit::new(false, true, "y").message("<tool_call>\n{\"name\": \"g\"}\n</tool_call>");
+        let m = ChatSplit::new(spec(false, Some(ToolSyntax::Hermes)), "y")
+            .message("<tool_call>\n{\"name\": \"g\"}\n</tool_call>");
         assert!(m["content"].is_null());
         assert_eq!(m["tool_calls"][0]["function"]["arguments"], "{}");
     }

@@ -6,7 +6,7 @@
 //! response is kept ([`super::stored`]) so that `previous_response_id` can continue it.
 
 use super::api::{ChatRequest, Usage};
-use super::output::{ChatSplit, Delta};
+use super::output::{ChatSplit, Delta, SplitSpec};
 use super::stored::MAX_STORED;
 use super::worker::Event;
 use super::{fail, now, prepare_chat, read_json, AppState};
@@ -305,7 +305,10 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
         Err(r) => return r,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (stream, tools) = (p.stream, p.tools.is_some());
+    let stream = p.stream;
+    // The Responses API always returns reasoning as its own item.
+    let split = SplitSpec { separate_reasoning: true, ..p.split };
+    let tools = split.tools.is_some();
     p.logprobs = None;
     let job = p.take_job(tx);
     if let Err(e) = st.worker.submit(job) {
@@ -321,7 +324,7 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 Event::Logprobs(_) => {}
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
                 Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens } => {
-                    let msg = ChatSplit::new(true, tools, &id).message(&text);
+                    let msg = ChatSplit::new(split, &id).message(&text);
                     if store {
                         history.push(assistant_message(
                             msg.get("content").and_then(Value::as_str).unwrap_or(""),
@@ -350,7 +353,7 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
     let skeleton = response_object(&id, &model, created, "in_progress", Vec::new(), None);
     pending.push_back(event("response.created", json!({ "response": skeleton })));
     pending.push_back(event("response.in_progress", json!({ "response": skeleton })));
-    let mut split = ChatSplit::new(true, tools, &id);
+    let mut split = ChatSplit::new(split, &id);
     // Output items so far; the message item is open while text streams into it.
     let (mut items, mut reasoning, mut text) = (Vec::<Value>::new(), String::new(), String::new());
     let (mut open_message, mut open_reasoning): (Option<usize>, Option<usize>) = (None, None);

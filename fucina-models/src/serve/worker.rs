@@ -42,6 +42,9 @@ pub struct Job {
     pub grammar: Option<GrammarConstraint>,
     /// Log-probabilities: `None` off, `Some(n)` each token's and the `n` most likely.
     pub logprobs: Option<usize>,
+    /// The prompt opened the answer's `<think>` block (DeepSeek-R1), so its reasoning
+    /// tokens count from the first.
+    pub opened_reasoning: bool,
     /// Where the output goes.
     pub events: UnboundedSender<Event>,
 }
@@ -487,7 +490,7 @@ impl<'a> Engine<'a> {
             // The last generated token was never fed back, so the cache holds one fewer;
             // a cancelled prefill holds less still.
             fed.truncate(len);
-            let thought = reasoning_tokens(self.tokenizer, &out);
+            let thought = reasoning_tokens(self.tokenizer, &out, reply.opened_reasoning);
             reply.done(stats.stop, out.len(), thought);
         }
     }
@@ -509,12 +512,14 @@ struct Reply {
     raw: usize,
     cancelled: bool,
     failed: Option<String>,
+    opened_reasoning: bool,
 }
 
 impl Reply {
     fn new(job: Job, prompt_tokens: usize) -> Reply {
         Reply {
             hold: job.stop.iter().map(|s| s.len()).max().unwrap_or(0),
+            opened_reasoning: job.opened_reasoning,
             stop: job.stop,
             logprobs: job.logprobs,
             events: job.events,
@@ -602,13 +607,14 @@ impl Reply {
 }
 
 /// How many of the generated tokens `out` are its `<think>` block: from an opening `<think>`
-/// token at the start through the closing `</think>` (all of them when it never closed); 0
-/// when the answer does not open with one or the vocabulary has no such tokens.
-pub fn reasoning_tokens(tok: &Tokenizer, out: &[u32]) -> usize {
+/// token at the start (from the first token when the prompt `opened` the block) through the
+/// closing `</think>` (all of them when it never closed); 0 when the answer does not open
+/// with one or the vocabulary has no such tokens.
+pub fn reasoning_tokens(tok: &Tokenizer, out: &[u32], opened: bool) -> usize {
     let (Some(open), Some(close)) = (tok.token_id("<think>"), tok.token_id("</think>")) else {
         return 0;
     };
-    if out.first() != Some(&open) {
+    if !opened && out.first() != Some(&open) {
         return 0;
     }
     out.iter().position(|&t| t == close).map_or(out.len(), |i| i + 1)
@@ -624,10 +630,11 @@ mod tests {
         let lm = crate::lm::open(&default_model(), false).unwrap();
         let tok = Tokenizer::from_gguf(&lm.header).unwrap();
         let (open, close) = (tok.token_id("<think>").unwrap(), tok.token_id("</think>").unwrap());
-        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6, close, 7, 8]), 4);
-        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6]), 3, "never closed: all of it");
-        assert_eq!(reasoning_tokens(&tok, &[5, open, 6, close]), 0, "not at the start");
-        assert_eq!(reasoning_tokens(&tok, &[]), 0);
+        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6, close, 7, 8], false), 4);
+        assert_eq!(reasoning_tokens(&tok, &[open, 5, 6], false), 3, "never closed: all of it");
+        assert_eq!(reasoning_tokens(&tok, &[5, open, 6, close], false), 0, "not at the start");
+        assert_eq!(reasoning_tokens(&tok, &[], false), 0);
+        assert_eq!(reasoning_tokens(&tok, &[5, 6, close, 7], true), 3, "opened by the prompt");
     }
 
     /// A model that panics on a prompt starting with token 0, and otherwise defers to the
@@ -653,7 +660,16 @@ mod tests {
     fn run(w: &Worker, prompt: Vec<u32>) -> Vec<Event> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let params = SamplingParams::default();
-        let job = Job { prompt, params, max_tokens: 3, stop: vec![], grammar: None, logprobs: None, events: tx };
+        let job = Job {
+            prompt,
+            params,
+            max_tokens: 3,
+            stop: vec![],
+            grammar: None,
+            logprobs: None,
+            opened_reasoning: false,
+            events: tx,
+        };
         w.submit(job).unwrap();
         let mut out = Vec::new();
         while let Some(e) = rx.blocking_recv() {
