@@ -220,5 +220,14 @@ try:
     raise SystemExit("FAILED: an unknown previous_response_id was accepted")
 except openai.BadRequestError as e:
     check("previous_response_id" in str(e), "an unknown previous_response_id is refused by name")
+# retrieve and delete a stored response.
+got = client.responses.retrieve(r1.id)
+check(got.id == r1.id and got.output_text == r1.output_text, "responses.retrieve gives the stored response")
+client.responses.delete(r1.id)
+try:
+    client.responses.retrieve(r1.id)
+    raise SystemExit("FAILED: a deleted response was still retrieved")
+except openai.NotFoundError:
+    check(True, "a deleted response is gone (404)")
 
 print(f"openai {openai.__version__}: {checks} checks passed against {base}")

@@ -984,6 +984,24 @@ fn previous_response_id_continues_the_conversation() {
     let (_, r5) = post(&s.base, "/v1/responses", &unstored);
     let (code, r6) = post(&s.base, "/v1/responses", &next(&r5["id"], false));
     assert_eq!((code, r6["error"]["code"].as_str()), (400, Some("previous_response_not_found")), "{r6}");
+
+    // GET /v1/responses/{id}: the object the POST returned; DELETE forgets it.
+    let url = |id: &Value| format!("{}/v1/responses/{}", s.base, id.as_str().unwrap());
+    let got: Value = ureq::get(&url(&r1["id"])).call().unwrap().into_json().unwrap();
+    assert_eq!(got, r1);
+    let streamed: Value = ureq::get(&url(&id)).call().unwrap().into_json().unwrap();
+    assert_eq!((streamed["id"].clone(), streamed["object"].as_str()), (id.clone(), Some("response")));
+    let gone = |r: std::result::Result<ureq::Response, ureq::Error>| match r {
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json::<Value>().unwrap()["error"]["code"].clone()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(gone(ureq::get(&url(&r5["id"])).call()), (404, json!("not_found")), "store: false is not kept");
+    let deleted: Value = ureq::delete(&url(&r1["id"])).call().unwrap().into_json().unwrap();
+    assert_eq!(deleted, json!({ "id": r1["id"], "object": "response", "deleted": true }));
+    assert_eq!(gone(ureq::get(&url(&r1["id"])).call()), (404, json!("not_found")));
+    assert_eq!(gone(ureq::delete(&url(&r1["id"])).call()), (404, json!("not_found")));
+    let (code, r7) = post(&s.base, "/v1/responses", &next(&r1["id"], false));
+    assert_eq!((code, r7["error"]["code"].as_str()), (400, Some("previous_response_not_found")), "{r7}");
 }
 
 /// `serve --speculate`: greedy answers (chat and completions) are the same text as without

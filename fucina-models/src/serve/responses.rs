@@ -10,7 +10,7 @@ use super::output::{ChatSplit, Delta, SplitSpec};
 use super::stored::MAX_STORED;
 use super::worker::Event;
 use super::{fail, now, prepare_chat, read_json, AppState};
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -272,6 +272,32 @@ fn response_object(
     })
 }
 
+/// `GET /v1/responses/{id}`: a stored response's object, or a 404 `not_found`.
+pub async fn retrieve(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match st.stored.response(&id) {
+        Some(r) => Json(r).into_response(),
+        None => not_kept(&id),
+    }
+}
+
+/// `DELETE /v1/responses/{id}`: forgets a stored response (`{"id", "object", "deleted"}`),
+/// or a 404 `not_found`.
+pub async fn delete(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    if st.stored.remove(&id) {
+        Json(json!({ "id": id, "object": "response", "deleted": true })).into_response()
+    } else {
+        not_kept(&id)
+    }
+}
+
+fn not_kept(id: &str) -> Response {
+    let m = format!(
+        "no response with id `{id}` is kept here (unknown, stored with store: false, deleted, or one of \
+         the oldest past the last {MAX_STORED})"
+    );
+    fail(StatusCode::NOT_FOUND, m, Some("not_found"))
+}
+
 /// `POST /v1/responses`.
 pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let body: Map<String, Value> = match read_json(&st, req).await {
@@ -325,17 +351,17 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 Event::Error(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e, None),
                 Event::Done { finish, prompt_tokens, completion_tokens, reasoning_tokens } => {
                     let msg = ChatSplit::new(split, &id).message(&text);
+                    let status = if finish == "length" { "incomplete" } else { "completed" };
+                    let usage = Usage::new(prompt_tokens, completion_tokens, Some(reasoning_tokens));
+                    let r = response_object(&id, &model, created, status, output_items(&msg, &id), Some(usage));
                     if store {
                         history.push(assistant_message(
                             msg.get("content").and_then(Value::as_str).unwrap_or(""),
                             msg.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default(),
                         ));
-                        st.stored.put(format!("resp_{id}"), history);
+                        st.stored.put(format!("resp_{id}"), history, r.clone());
                     }
-                    let status = if finish == "length" { "incomplete" } else { "completed" };
-                    let usage = Usage::new(prompt_tokens, completion_tokens, Some(reasoning_tokens));
-                    return Json(response_object(&id, &model, created, status, output_items(&msg, &id), Some(usage)))
-                        .into_response();
+                    return Json(r).into_response();
                 }
             }
         }
@@ -498,15 +524,15 @@ pub async fn responses(State(st): State<Arc<AppState>>, req: Request) -> Respons
                 items.push(item);
             }
             if let Some((finish, usage)) = end {
+                let status = if finish == "length" { "incomplete" } else { "completed" };
+                let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+                let r = response_object(&id, &model, created, status, items.clone(), Some(usage));
                 if store {
                     let said = if tools { text.trim().to_string() } else { text.clone() };
                     let mut h = std::mem::take(&mut history);
                     h.push(assistant_message(&said, std::mem::take(&mut chat_calls)));
-                    st.stored.put(format!("resp_{id}"), h);
+                    st.stored.put(format!("resp_{id}"), h, r.clone());
                 }
-                let status = if finish == "length" { "incomplete" } else { "completed" };
-                let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
-                let r = response_object(&id, &model, created, status, items.clone(), Some(usage));
                 pending.push_back(event(kind, json!({ "response": r })));
                 done = true;
             }
