@@ -178,7 +178,8 @@ pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
         .filter(|&x| x < tok.vocab_size() as u64)
         .map(|x| x as u32)
         .collect();
-    for t in ["<|im_end|>", "<|endoftext|>", "<｜end▁of▁sentence｜>"] {
+    for t in ["<|im_end|>", "<|endoftext|>", "<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"]
+    {
         v.extend(tok.token_id(t));
     }
     v.sort_unstable();
@@ -357,7 +358,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         return answer_batch(model, &tok, &prompts, capacity, kv, &args.sampling()?, &opts, &|s| constrain(s));
     }
     if let Some(p) = &args.prompt {
-        let ids = tok.encode(p)?;
+        let ids = tok.encode_completion(p)?;
         print!("{p}");
         constrain(&mut sampler)?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;

@@ -1,6 +1,7 @@
 //! Byte-level BPE tokenizer built from GGUF metadata (`tokenizer.ggml.model = "gpt2"`):
 //! special tokens split out first, then the pre-tokenizer named by `tokenizer.ggml.pre`
-//! (Qwen2's: NFC and one split regex; DeepSeek-V3's: three split regexes in sequence), GPT-2's
+//! (Qwen2's: NFC and one split regex; Llama 3's: one split regex, digits in runs of up to
+//! three; DeepSeek-V3's: three split regexes in sequence), GPT-2's
 //! byte-to-unicode mapping and rank-ordered merges — HF `tokenizers`' pipelines, checked token
 //! for token against it.
 
@@ -15,6 +16,10 @@ use unicode_normalization::UnicodeNormalization;
 /// Qwen2's pre-tokenizer split pattern (the same string as in its `tokenizer.json`).
 pub const QWEN2_PATTERN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Llama 3's pre-tokenizer split pattern (llama.cpp's `llama-bpe`): Qwen2's, with digits in
+/// runs of up to three, and no normalizer.
+pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// DeepSeek-V3's pre-tokenizer: three splits applied in sequence, each to every piece the
 /// previous one left (digits in runs of up to three, CJK runs, then words and punctuation).
@@ -46,6 +51,8 @@ pub struct Tokenizer {
     splits: Vec<fancy_regex::Regex>,
     /// NFC-normalize before splitting (Qwen2).
     nfc: bool,
+    /// The BOS token a raw completion prompt starts with (`tokenizer.ggml.add_bos_token`).
+    bos: Option<u32>,
 }
 
 fn bad(msg: String) -> FucinaError {
@@ -172,8 +179,12 @@ impl Tokenizer {
         let (patterns, nfc): (Vec<&str>, bool) = match pre {
             "qwen2" | "default" => (vec![QWEN2_PATTERN], true),
             "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false),
+            // Llama 3 and the families llama.cpp files under the same split.
+            "llama-bpe" | "llama3" | "smaug-bpe" => (vec![LLAMA3_PATTERN], false),
             other => {
-                return Err(bad(format!("pre-tokenizer `{other}` is not supported (qwen2 and deepseek-v3 are)")));
+                return Err(bad(format!(
+                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe and deepseek-v3 are)"
+                )));
             }
         };
         let splits = patterns
@@ -190,6 +201,12 @@ impl Tokenizer {
             control,
             splits,
             nfc,
+            bos: match (h.get("tokenizer.ggml.add_bos_token"), h.get("tokenizer.ggml.bos_token_id")) {
+                (Some(Value::Bool(true)), Some(id)) => {
+                    id.as_u64().filter(|&i| i < tokens.len() as u64).map(|i| i as u32)
+                }
+                _ => None,
+            },
         })
     }
 
@@ -210,6 +227,17 @@ impl Tokenizer {
         let mut out = Vec::new();
         self.encode_with(text, self.specials.as_ref(), &mut out)?;
         Ok(out)
+    }
+
+    /// Encodes a raw completion prompt as llama.cpp does: [`Tokenizer::encode`], after the
+    /// BOS token when the file says to add one (`tokenizer.ggml.add_bos_token`, as Llama's
+    /// and DeepSeek's do) and the text does not start with it already.
+    pub fn encode_completion(&self, text: &str) -> Result<Vec<u32>> {
+        let ids = self.encode(text)?;
+        Ok(match self.bos {
+            Some(b) if ids.first() != Some(&b) => std::iter::once(b).chain(ids).collect(),
+            _ => ids,
+        })
     }
 
     /// Encodes `text` with no control token parsed: `<|im_end|>` typed by a user is text.

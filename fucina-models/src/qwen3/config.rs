@@ -1,6 +1,11 @@
-//! Qwen3 hyper-parameters, read from GGUF metadata.
+//! Hyper-parameters of the decoder family (`llama`, `qwen2`, `qwen3`, `qwen3moe`), read from
+//! GGUF metadata. The families differ as data: per-head q/k norms (Qwen3), q/k/v biases
+//! (Qwen2, and Llamas whose files have them), the rotation layout (llama.cpp's converter
+//! permutes a `llama` file's q/k rows for interleaved pairs), per-pair frequency factors
+//! (Llama 3's `rope_freqs`) and linear position scaling.
 
 use crate::llm::weights::{product, ModelFile};
+use fucina::ops::RopeStyle;
 use fucina::prelude::*;
 
 /// The mixture-of-experts part of a Qwen3-MoE config.
@@ -41,11 +46,30 @@ pub struct Qwen3Config {
     pub rms_eps: f32,
     /// Experts (`qwen3moe` files), or `None` for the dense model.
     pub moe: Option<MoeConfig>,
+    /// Per-head RMSNorm of queries and keys (Qwen3, Qwen3-MoE).
+    pub qk_norm: bool,
+    /// Biases on the query, key and value projections (Qwen2; Llamas whose file has them).
+    pub qkv_bias: bool,
+    /// Which values RoPE rotates together: pairs in `llama` files, halves otherwise.
+    pub rope_style: RopeStyle,
+    /// Positions are divided by this (`rope.scaling.type = linear`; 1 otherwise).
+    pub rope_linear: f32,
 }
 
+/// The architectures this config reads.
+pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama"];
+
 impl Qwen3Config {
-    /// Reads the config of a `qwen3` or `qwen3moe` GGUF, checking that the sizes agree.
+    /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2` or `llama` GGUF, checking that the
+    /// sizes agree and refusing what this decoder does not do (partial or YaRN-scaled RoPE).
     pub fn from_file(f: &ModelFile) -> Result<Qwen3Config> {
+        if !DECODER_ARCHITECTURES.contains(&f.arch.as_str()) {
+            return Err(FucinaError::Format {
+                format: "gguf",
+                msg: format!("`{}` is not a decoder architecture", f.arch),
+            });
+        }
+        let qwen3 = f.arch.starts_with("qwen3");
         let heads = f.usize("attention.head_count")?;
         let hidden = f.usize("embedding_length")?;
         let head_dim = match f.opt_usize("attention.key_length")? {
@@ -63,8 +87,9 @@ impl Qwen3Config {
             head_dim,
             vocab: emb.first().copied().unwrap_or(0),
             context_length: f.opt_usize("context_length")?.unwrap_or(4096),
-            rope_theta: f.f32_or("rope.freq_base", 1_000_000.0)?,
-            rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", 1e-6)?,
+            // llama.cpp's defaults where a file has no value.
+            rope_theta: f.f32_or("rope.freq_base", if qwen3 { 1_000_000.0 } else { 10_000.0 })?,
+            rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", if qwen3 { 1e-6 } else { 1e-5 })?,
             moe: if f.arch == "qwen3moe" {
                 Some(MoeConfig {
                     experts: f.usize("expert_count")?,
@@ -76,7 +101,34 @@ impl Qwen3Config {
             } else {
                 None
             },
+            qk_norm: qwen3,
+            qkv_bias: f.has("blk.0.attn_q.bias"),
+            rope_style: if f.arch == "llama" { RopeStyle::Pairs } else { RopeStyle::Halves },
+            rope_linear: match f.gguf.header().get(&format!("{}.rope.scaling.type", f.arch)).and_then(|v| v.as_str()) {
+                None | Some("none") => 1.0,
+                Some("linear") => f.f32_or("rope.scaling.factor", 1.0)?,
+                Some(other) => {
+                    return Err(FucinaError::Format {
+                        format: "gguf",
+                        msg: format!(
+                            "{} RoPE scaling `{other}` is not supported (linear and Llama 3's factors are)",
+                            f.arch
+                        ),
+                    })
+                }
+            },
         };
+        if let Some(d) = f.opt_usize("rope.dimension_count")? {
+            if d != c.head_dim {
+                return Err(FucinaError::Format {
+                    format: "gguf",
+                    msg: format!("RoPE over {d} of {} head dimensions is not supported here", c.head_dim),
+                });
+            }
+        }
+        if !(c.rope_linear.is_finite() && c.rope_linear > 0.0) {
+            return Err(FucinaError::Format { format: "gguf", msg: format!("RoPE scaling factor {}", c.rope_linear) });
+        }
         f.check_layers(c.layers)?;
         c.validate()?;
         Ok(c)

@@ -1,8 +1,11 @@
-//! The Qwen3 transformer in the named-axes DSL: RMSNorm, grouped-query attention with
-//! per-head q/k RMSNorm and NeoX RoPE, a SwiGLU MLP (dense) or a routed mixture of SwiGLU
-//! experts (Qwen3-MoE), tied or untied output. Matrices stay in the GGUF's format
-//! ([`QWeight`]: f32/f16/bf16 or a quantized block format) and run through its kernels;
-//! norms are f32 tensors.
+//! The decoder of the Llama family in the named-axes DSL — Qwen3, Qwen3-MoE, Qwen2 and Llama
+//! (Mistral's files are `llama` ones) — with what differs between them as config data:
+//! RMSNorm, grouped-query attention (with per-head q/k RMSNorm for Qwen3, q/k/v biases for
+//! Qwen2) and RoPE (halves, or the pairs of a `llama` file, with Llama 3's per-pair frequency
+//! factors or linear scaling), a SwiGLU MLP (dense) or a routed mixture of SwiGLU experts
+//! (Qwen3-MoE), tied or untied output. Matrices stay in the GGUF's format ([`QWeight`]:
+//! f32/f16/bf16 or a quantized block format) and run through its kernels; norms and biases
+//! are f32 tensors.
 
 use super::config::Qwen3Config;
 use crate::llm::batch::{self, Segment};
@@ -11,7 +14,6 @@ use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
-use fucina::ops::RopeStyle;
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
@@ -32,10 +34,23 @@ pub struct Attention {
     /// `[hidden, q_flat]` output projection.
     #[module(skip)]
     pub o: QWeight<hidden, q_flat>,
-    /// RMSNorm weight applied to each query head.
-    pub q_norm: Tensor<axes![head_dim]>,
-    /// RMSNorm weight applied to each key head.
-    pub k_norm: Tensor<axes![head_dim]>,
+    /// RMSNorm weight applied to each query head (Qwen3).
+    pub q_norm: Option<Tensor<axes![head_dim]>>,
+    /// RMSNorm weight applied to each key head (Qwen3).
+    pub k_norm: Option<Tensor<axes![head_dim]>>,
+    /// Query, key and value biases (Qwen2).
+    pub bias: Option<QkvBias>,
+}
+
+/// The biases of the query, key and value projections.
+#[derive(Module)]
+pub struct QkvBias {
+    /// Added to the queries.
+    pub q: Tensor<axes![q_flat]>,
+    /// Added to the keys.
+    pub k: Tensor<axes![kv_flat]>,
+    /// Added to the values.
+    pub v: Tensor<axes![kv_flat]>,
 }
 
 /// The SwiGLU feed-forward of one block: `down(silu(gate x) * up x)`.
@@ -91,8 +106,9 @@ pub struct Block {
     pub ffn: Ffn,
 }
 
-/// A Qwen3 model (dense or MoE). The `Module` parameters are the f32 norm weights; the matrices are
-/// frozen data in the file's format (see [`Qwen3::matrices`]).
+/// A decoder of the Llama family (Qwen3 dense or MoE, Qwen2, Llama). The `Module` parameters
+/// are the f32 norm weights and biases; the matrices are frozen data in the file's format
+/// (see [`Qwen3::matrices`]).
 #[derive(Module)]
 pub struct Qwen3 {
     /// Hyper-parameters.
@@ -113,14 +129,15 @@ pub struct Qwen3 {
 }
 
 impl Qwen3 {
-    /// Loads a `qwen3` or `qwen3moe` GGUF (llama.cpp's tensor names), leaving the matrices
-    /// in the map.
+    /// Loads a `qwen3`, `qwen3moe`, `qwen2` or `llama` GGUF (llama.cpp's tensor names),
+    /// leaving the matrices in the map.
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
         let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let blocks = (0..c.layers)
             .map(|l| -> Result<Block> {
                 let n = |s: &str| format!("blk.{l}.{s}.weight");
+                let b = |s: &str| format!("blk.{l}.{s}.bias");
                 Ok(Block {
                     attn_norm: f.dense(&n("attn_norm"), &[h])?,
                     attn: Attention {
@@ -128,8 +145,17 @@ impl Qwen3 {
                         k: f.matrix(&n("attn_k"), kvd, h)?,
                         v: f.matrix(&n("attn_v"), kvd, h)?,
                         o: f.matrix(&n("attn_output"), h, qd)?,
-                        q_norm: f.dense(&n("attn_q_norm"), &[c.head_dim])?,
-                        k_norm: f.dense(&n("attn_k_norm"), &[c.head_dim])?,
+                        q_norm: if c.qk_norm { Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?) } else { None },
+                        k_norm: if c.qk_norm { Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?) } else { None },
+                        bias: if c.qkv_bias {
+                            Some(QkvBias {
+                                q: f.dense(&b("attn_q"), &[qd])?,
+                                k: f.dense(&b("attn_k"), &[kvd])?,
+                                v: f.dense(&b("attn_v"), &[kvd])?,
+                            })
+                        } else {
+                            None
+                        },
                     },
                     ffn_norm: f.dense(&n("ffn_norm"), &[h])?,
                     ffn: match &c.moe {
@@ -166,12 +192,25 @@ impl Qwen3 {
             })
             .collect::<Result<Vec<_>>>()?;
         let output = if f.has("output.weight") { Some(f.matrix("output.weight", c.vocab, h)?) } else { None };
+        // Llama 3's per-pair factors divide the frequencies (llama.cpp's `rope_freqs`), and
+        // linear scaling divides the positions, which is the same as dividing every one.
+        let factors = if f.has("rope_freqs.weight") {
+            let t: Tensor<axes![head_dim]> = f.dense("rope_freqs.weight", &[c.head_dim / 2])?;
+            let v = t.to_f32_vec();
+            if let Some(bad) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+                return Err(FucinaError::Format { format: "gguf", msg: format!("rope_freqs holds {bad}") });
+            }
+            v
+        } else {
+            vec![1.0; c.head_dim / 2]
+        };
+        let rope = Rope::new(c.head_dim, c.rope_theta)?.map_freqs(|i, x| x / factors[i] / c.rope_linear);
         Ok(Qwen3 {
             embed: f.matrix("token_embd.weight", c.vocab, h)?,
             blocks,
             norm: f.dense("output_norm.weight", &[h])?,
             output,
-            rope: Rope::new(c.head_dim, c.rope_theta)?,
+            rope,
             config: c,
         })
     }
@@ -292,11 +331,19 @@ impl Qwen3 {
         let (s, nkv, hd) = (x.size::<seq>(), c.kv_heads, c.head_dim);
         let g = c.heads / nkv;
         // Query head `kv * g + j` attends with kv head `kv`: split `heads` into (kv_head, group).
-        let q: Tensor<axes![seq, kv_head, group, head_dim]> = a.q.forward(x)?.reshape(&[s, nkv, g, hd])?;
-        let k: Tensor<axes![seq, kv_head, head_dim]> = a.k.forward(x)?.reshape(&[s, nkv, hd])?;
-        let v: Tensor<axes![seq, kv_head, head_dim]> = a.v.forward(x)?.reshape(&[s, nkv, hd])?;
-        let q = q.rms_norm::<head_dim>(Some(&a.q_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
-        let k = k.rms_norm::<head_dim>(Some(&a.k_norm), c.rms_eps)?.rope(cos, sin, RopeStyle::Halves)?;
+        let (mut q, mut k, mut v) = (a.q.forward(x)?, a.k.forward(x)?, a.v.forward(x)?);
+        if let Some(b) = &a.bias {
+            (q, k, v) = (q.add(&b.q)?, k.add(&b.k)?, v.add(&b.v)?);
+        }
+        let mut q: Tensor<axes![seq, kv_head, group, head_dim]> = q.reshape(&[s, nkv, g, hd])?;
+        let mut k: Tensor<axes![seq, kv_head, head_dim]> = k.reshape(&[s, nkv, hd])?;
+        let v: Tensor<axes![seq, kv_head, head_dim]> = v.reshape(&[s, nkv, hd])?;
+        if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
+            q = q.rms_norm::<head_dim>(Some(qn), c.rms_eps)?;
+            k = k.rms_norm::<head_dim>(Some(kn), c.rms_eps)?;
+        }
+        let q = q.rope(cos, sin, c.rope_style)?;
+        let k = k.rope(cos, sin, c.rope_style)?;
         // Each sequence writes its rows' keys and values and attends over its own cache.
         let o = batch::per_segment(&q, spans, batch, |q, (at, n), cache| {
             let start = cache.len();

@@ -316,7 +316,7 @@ async fn prepare(
             _ => None,
         };
         let prompt = match input {
-            Input::Raw(text) => tok.encode(&text),
+            Input::Raw(text) => tok.encode_completion(&text),
             Input::Chat(p) => tok.encode_prompt(&p),
         }
         .map_err(|e| format!("cannot tokenize the prompt: {e}"))?;
