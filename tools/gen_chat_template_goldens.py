@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Qwen3's and DeepSeek-R1's chat templates with tools, rendered by `transformers`
-(apply_chat_template).
+"""Qwen3's, DeepSeek-R1's and Llama 3.1's chat templates with tools, rendered by
+`transformers` (apply_chat_template, or its jinja environment).
 
 The templates are Qwen3-0.6B's and DeepSeek-R1's (its Distill-Qwen-32B release, the R1
 template with tool calls and tool outputs; it leaves tool definitions to the caller), read
@@ -27,6 +27,7 @@ from tiny_tokenizer import train_tokenizer
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "..", "fucina-models", "tests", "goldens", "chat_template_tools.json")
 TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja"
+LLAMA_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 DEEPSEEK_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 
 WEATHER = {"type": "function", "function": {
@@ -86,6 +87,17 @@ DEEPSEEK_CASES = [
       {"role": "user", "content": "Bye"}], False),
 ]
 
+# Llama 3.1, without tools: the system turn with its date lines, trimmed turns, a single tool
+# call (arguments as an object, which its `tojson` expects) and its `ipython` result.
+LLAMA_CASES = [
+    [{"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "  Be brief.\n"}, {"role": "user", "content": " Hi "},
+     {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Weather?"}],
+    [{"role": "user", "content": "Weather in Rome?"},
+     {"role": "assistant", "content": None, "tool_calls": [call("get_weather", {"city": "Rome"}, "a")]},
+     {"role": "tool", "tool_call_id": "a", "content": "sunny"}],
+]
+
 
 def template(name=TEMPLATE):
     ggml_sources()  # fetches and checks the sdist
@@ -112,12 +124,16 @@ def main():
         text = compiled.render(messages=messages, bos_token="<｜begin▁of▁sentence｜>", add_generation_prompt=True,
                                enable_thinking=think)
         ds_cases.append({"messages": messages, "think": think, "text": text})
+    llama = _compile_jinja_template(template(LLAMA_TEMPLATE))
+    llama_cases = [{"messages": m, "text": llama.render(messages=m, bos_token="<|begin_of_text|>",
+                                                        add_generation_prompt=True)} for m in LLAMA_CASES]
     with open(out, "w") as f:
         json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases,
-                   "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases}, f,
+                   "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases,
+                   "llama_template": LLAMA_TEMPLATE, "llama_cases": llama_cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} conversations")
+    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} conversations")
 
 
 if __name__ == "__main__":

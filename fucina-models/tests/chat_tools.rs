@@ -1,4 +1,4 @@
-//! Qwen3's and DeepSeek-R1's chat templates with tools against `transformers`: conversations
+//! Qwen3's, DeepSeek-R1's and Llama 3.1's chat templates with tools against `transformers`: conversations
 //! with tool definitions (Qwen3), assistant tool calls and tool results, parsed from OpenAI's
 //! message shape as the server parses them and rendered by fucina's ChatFormat, must give
 //! exactly the text transformers' jinja gives with the real templates (goldens from
@@ -56,4 +56,19 @@ fn deepseek_tools_are_described_after_the_system_prompt() {
     let controls: Vec<&str> =
         p.pieces.iter().filter_map(|x| if let Piece::Control(c) = x { Some(c.as_str()) } else { None }).collect();
     assert!(controls.contains(&"<｜tool▁calls▁begin｜>") && controls.contains(&"<｜tool▁sep｜>"), "{controls:?}");
+}
+
+#[test]
+fn llama3_conversations_render_as_its_template_does() {
+    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
+    let cases = golden["llama_cases"].as_array().unwrap();
+    assert!(cases.len() >= 3);
+    let format = ChatFormat::detect(|t| t == "<|start_header_id|>", "llama", None);
+    assert_eq!(format, ChatFormat::Llama3);
+    for (i, case) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let messages = parse_messages(&msgs).unwrap();
+        let got = format.prompt_with_tools(&messages, &[], true).text_form();
+        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+    }
 }

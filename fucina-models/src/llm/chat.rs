@@ -1,7 +1,7 @@
 //! The ChatML prompt format of Qwen (`<|im_start|>role\n…<|im_end|>\n`), with Qwen3's
 //! thinking switch and its tool calling (hermes `<tool_call>` JSON, tool results as
 //! `<tool_response>` user turns), and DeepSeek's formats (V3 and R1 with their tool calls
-//! and tool outputs; V2).
+//! and tool outputs; V2), and Llama 3.1's headers.
 
 use super::tools::{ToolSyntax, DEEPSEEK_TAGS};
 
@@ -103,16 +103,22 @@ pub enum ChatFormat {
     DeepSeekR1,
     /// DeepSeek-V2: `<｜begin▁of▁sentence｜>system\n\nUser: ...\n\nAssistant: ...<｜end▁of▁sentence｜>`.
     DeepSeekV2,
+    /// Llama 3.1/3.2/3.3: `<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>`, the system
+    /// turn first with the template's knowledge and date lines.
+    Llama3,
 }
 
 impl ChatFormat {
-    /// The format a model's vocabulary implies: ChatML if it has `<|im_start|>`, DeepSeek's
+    /// The format a model's vocabulary implies: ChatML if it has `<|im_start|>`, Llama 3's if
+    /// it has `<|start_header_id|>`, DeepSeek's
     /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
     /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, ChatML
     /// otherwise.
     pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str, template: Option<&str>) -> ChatFormat {
         if has_token("<|im_start|>") {
             ChatFormat::ChatMl
+        } else if has_token("<|start_header_id|>") {
+            ChatFormat::Llama3
         } else if has_token("<｜User｜>") {
             if template.is_some_and(|t| t.contains("<｜Assistant｜><think>")) {
                 ChatFormat::DeepSeekR1
@@ -146,7 +152,7 @@ impl ChatFormat {
         match self {
             ChatFormat::ChatMl => Some(ToolSyntax::Hermes),
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => Some(ToolSyntax::DeepSeek),
-            ChatFormat::DeepSeekV2 => None,
+            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 => None,
         }
     }
 
@@ -276,6 +282,7 @@ impl ChatFormat {
                 }
             }
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => deepseek_prompt(self, &mut p, messages, tools, think),
+            ChatFormat::Llama3 => llama3_prompt(&mut p, messages),
             ChatFormat::DeepSeekV2 => {
                 p.control(DS_BOS);
                 for m in messages {
@@ -412,6 +419,48 @@ fn deepseek_prompt(format: ChatFormat, p: &mut Prompt, messages: &[Message], too
             p.control("</think>");
         }
     }
+}
+
+/// Llama 3.1's template without tools: BOS, the system turn (always there: the template's
+/// knowledge-cutoff and date lines, then the first system message, trimmed), then each turn
+/// as a header and its trimmed text, tool results as `ipython` turns (JSON strings) and an assistant's
+/// (single) tool call as the template's `{"name": ..., "parameters": ...}` JSON, then the
+/// assistant's header. The date is the template's default (no `date_string` is passed).
+fn llama3_prompt(p: &mut Prompt, messages: &[Message]) {
+    let header = |p: &mut Prompt, role: &str| {
+        p.control("<|start_header_id|>");
+        p.text(role);
+        p.control("<|end_header_id|>");
+        p.text("\n\n");
+    };
+    p.control("<|begin_of_text|>");
+    let (system, rest) = match messages.split_first() {
+        Some((m, rest)) if m.role == Role::System => (m.content.trim(), rest),
+        _ => ("", messages),
+    };
+    header(p, "system");
+    p.text("Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    p.text(system);
+    p.control("<|eot_id|>");
+    for m in rest {
+        match (m.role, m.tool_calls.first()) {
+            (Role::Tool, _) => {
+                // The template's `tojson` on the result (a string is iterable to jinja).
+                header(p, "ipython");
+                p.text(&py_json(&serde_json::Value::String(m.content.clone())));
+            }
+            (Role::Assistant, Some(c)) => {
+                header(p, "assistant");
+                p.text(&format!("{{\"name\": \"{}\", \"parameters\": {}}}", c.name, template_args(&c.arguments)));
+            }
+            (role, _) => {
+                header(p, role.as_str());
+                p.text(m.content.trim());
+            }
+        }
+        p.control("<|eot_id|>");
+    }
+    header(p, "assistant");
 }
 
 /// A rendered prompt: text with the template's control tokens marked. Message text goes in
