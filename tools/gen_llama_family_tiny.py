@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Tiny Llama 3 and Qwen2 models from `transformers`, converted to GGUF by llama.cpp's own
-converter, and their goldens.
+"""Tiny Llama 3, Llama 2 and Qwen2 models from `transformers`, converted to GGUF by
+llama.cpp's own converter, and their goldens.
 
 1. Trains two small byte-level BPEs offline with `tokenizers`: Llama 3's set-up (its split
-   regex, no normalizer, its header and turn tokens) and Qwen2's (tools/tiny_tokenizer.py).
+   regex, no normalizer, its header and turn tokens) and Qwen2's (tools/tiny_tokenizer.py);
+   and a SentencePiece BPE with `sentencepiece`, set up as Llama 2's (no normalization,
+   spaces kept, a dummy prefix, digits split, byte fallback).
 2. Builds a seeded random LlamaForCausalLM (grouped-query attention, untied output, Llama 3
    RoPE scaling, so the converter writes `rope_freqs`) and Qwen2ForCausalLM (q/k/v biases,
-   tied output), with norms and biases away from their defaults.
+   tied output), with norms and biases away from their defaults; and a Llama 2 on the
+   SentencePiece vocabulary with linear RoPE scaling.
 3. Saves each with its tokenizer and runs `convert_hf_to_gguf.py` from the pinned
    llama-cpp-python sdist (fetched and sha256-checked by tools/gen_kquant_goldens.py) on it,
    with its own gguf-py. The converter names a BPE's pre-tokenizer by hashing how the
@@ -14,9 +17,9 @@ converter, and their goldens.
    the name is given (`llama-bpe`, `qwen2`: the pre-tokenizers the two are set up as).
    Q and K rows of the Llama come out permuted for llama.cpp's interleaved RoPE, as for a
    real Llama.
-4. Writes fucina-models/assets/{llama,qwen2}-tiny-f32.gguf and
+4. Writes fucina-models/assets/{llama,llama-spm,qwen2}-tiny-f32.gguf and
    fucina-models/tests/goldens/llama_family.json: each model's token ids for a corpus of
-   tricky strings (HF `tokenizers`) and its logits for fixed prompts (every prefill position
+   tricky strings (HF `tokenizers`; `sentencepiece` for the SentencePiece one) and its logits for fixed prompts (every prefill position
    and 16 greedy decode steps).
 """
 import json
@@ -59,6 +62,21 @@ def llama3_tokenizer():
     return tok
 
 
+def spm_tokenizer(d):
+    """A SentencePiece BPE trained on the shared corpus, written to `d`/tokenizer.model."""
+    import sentencepiece as spm
+    corpus = os.path.join(d, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("\n".join(CORPUS))
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(d, "tokenizer"), vocab_size=600,
+                                   model_type="bpe", normalization_rule_name="identity",
+                                   remove_extra_whitespaces=False, add_dummy_prefix=True, split_digits=True,
+                                   byte_fallback=True, allow_whitespace_only_pieces=True, character_coverage=0.9995,
+                                   num_threads=1, minloglevel=2, seed_sentencepiece_size=100000,
+                                   max_sentence_length=100000)
+    return spm.SentencePieceProcessor(model_file=os.path.join(d, "tokenizer.model"))
+
+
 def converter():
     """The sdist's convert_hf_to_gguf module (and its gguf-py), unpacked into the cache."""
     ggml_sources()  # fetches and checks the sdist
@@ -79,15 +97,19 @@ def converter():
     return convert_hf_to_gguf, conversion.base
 
 
-def convert(model, tok, specials, pre, out, name):
-    """Saves `model` with `tok` and converts the directory to `out` (F32) with the sdist's
-    converter, naming the BPE's pre-tokenizer `pre`."""
+def convert(model, tok, specials, pre, out, name, spm_model=None):
+    """Saves `model` with `tok` (or the SentencePiece file `spm_model`) and converts the
+    directory to `out` (F32) with the sdist's converter, naming the BPE's pre-tokenizer `pre`."""
     conv, base = converter()
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d)
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=specials["bos"], eos_token=specials["eos"])
-        fast.save_pretrained(d)
+        if spm_model is None:
+            fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=specials["bos"],
+                                           eos_token=specials["eos"])
+            fast.save_pretrained(d)
+        else:
+            shutil.copy(spm_model, os.path.join(d, "tokenizer.model"))
         argv = sys.argv
         sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", out, "--outtype", "f32", "--model-name", name]
         try:
@@ -127,7 +149,24 @@ def main():
     prompts = ["<|begin_of_text|>What is the capital of France? 12345 numbers",
                "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhello<|eot_id|>"
                "<|start_header_id|>assistant<|end_header_id|>\n\n"]
-    results["llama"] = reference(llama, tok, path, prompts)
+    results["llama"] = reference(llama, tok, path, prompts, "llama")
+
+    # Llama 2: the SentencePiece vocabulary, linear RoPE scaling, untied output.
+    with tempfile.TemporaryDirectory() as d:
+        sp = spm_tokenizer(d)
+        torch.manual_seed(3)
+        cfg = LlamaConfig(vocab_size=sp.get_piece_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
+                          rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0},
+                          rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.2,
+                          bos_token_id=sp.bos_id(), eos_token_id=sp.eos_id(), attn_implementation="eager")
+        llama2 = LlamaForCausalLM(cfg).eval()
+        randomize(llama2)
+        path = os.path.join(assets, "llama-spm-tiny-f32.gguf")
+        convert(llama2, None, None, None, path, "fucina llama-spm-tiny (random weights)",
+                spm_model=os.path.join(d, "tokenizer.model"))
+        prompts = ["What is the capital of France? 12345 numbers", "  two spaces, a tab\tand é ✓ 🙂"]
+        results["llama-spm"] = reference(llama2, SpmIds(sp), path, prompts, "llama", bos=sp.bos_id())
 
     # Qwen2: q/k/v biases, tied output, plain RoPE.
     tok = train_tokenizer()
@@ -143,7 +182,7 @@ def main():
     path = os.path.join(assets, "qwen2-tiny-f32.gguf")
     convert(qwen2, tok, {"bos": "<|endoftext|>", "eos": "<|im_end|>"}, "qwen2", path, "fucina qwen2-tiny (random weights)")
     prompts = ["What is the capital of France?", "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"]
-    results["qwen2"] = reference(qwen2, tok, path, prompts)
+    results["qwen2"] = reference(qwen2, tok, path, prompts, "qwen2")
 
     out = os.path.join(gold, "llama_family.json")
     with open(out, "w") as f:
@@ -152,16 +191,27 @@ def main():
     print(f"wrote {out}")
 
 
-def reference(model, tok, path, prompts):
+class SpmIds:
+    """`sentencepiece` behind the `tokenizers` calls `reference` makes."""
+    def __init__(self, sp):
+        self.sp = sp
+
+    def encode(self, text, add_special_tokens=False):
+        class Ids:
+            ids = self.sp.encode(text)
+        return Ids
+
+
+def reference(model, tok, path, prompts, arch, bos=None):
     tokens = [{"text": s, "ids": tok.encode(s, add_special_tokens=False).ids} for s in TRICKY]
     cases = []
     for text in prompts:
-        ids_in = tok.encode(text, add_special_tokens=False).ids
+        ids_in = ([bos] if bos is not None else []) + tok.encode(text, add_special_tokens=False).ids
         _, prefill, greedy, decode = greedy_reference(model, ids_in)
         cases.append({"prompt": text, "ids": ids_in, "prefill": prefill.tolist(), "greedy": greedy,
                       "decode": decode.tolist()})
     print(f"wrote {path}")
-    return {"model": "assets/" + os.path.basename(path), "tokenizer": tokens, "cases": cases}
+    return {"model": "assets/" + os.path.basename(path), "arch": arch, "tokenizer": tokens, "cases": cases}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 //! The Llama-family decoder on `llama` and `qwen2` files against `transformers`: tiny
 //! LlamaForCausalLM (grouped-query attention, untied output, Llama 3 RoPE scaling written as
-//! `rope_freqs`, q/k rows permuted for interleaved RoPE) and Qwen2ForCausalLM (q/k/v biases,
-//! tied output), converted by llama.cpp's own `convert_hf_to_gguf.py`
-//! (`tools/gen_llama_family_tiny.py`). Checked: token ids exactly as HF `tokenizers` gives
-//! them (Llama 3's `llama-bpe` and Qwen2's pre-tokenizers); logits of every prefill position
-//! and 16 greedy decode steps on both backends, through `lm::open` as the binaries load them.
+//! `rope_freqs`, q/k rows permuted for interleaved RoPE), a Llama 2 on a SentencePiece
+//! vocabulary with linear RoPE scaling, and Qwen2ForCausalLM (q/k/v biases, tied output),
+//! converted by llama.cpp's own `convert_hf_to_gguf.py` (`tools/gen_llama_family_tiny.py`).
+//! Checked: token ids exactly as HF `tokenizers` (Llama 3's `llama-bpe` and Qwen2's
+//! pre-tokenizers) and `sentencepiece` give them; logits of every prefill position and 16
+//! greedy decode steps on both backends, through `lm::open` as the binaries load them.
 //!
 //! Tolerance: max |fucina - transformers| <= 5e-5 on logits of magnitude ~1-10 (both f32;
 //! summation order). Greedy tokens must be identical.
@@ -65,8 +66,8 @@ fn check(backend: BackendKind, threads: usize) {
     let mut seen = Vec::new();
     for (name, m) in gold["models"].as_object().unwrap() {
         let lm = fucina_models::lm::open(&root().join(m["model"].as_str().unwrap()), false).unwrap();
-        assert_eq!(&lm.arch, name);
-        seen.push(lm.arch.clone());
+        assert_eq!(lm.arch, m["arch"].as_str().unwrap());
+        seen.push(name.clone());
         let vocab = lm.model.vocab_size();
         for case in m["cases"].as_array().unwrap() {
             let ids = ids(&case["ids"]);
@@ -88,7 +89,7 @@ fn check(backend: BackendKind, threads: usize) {
         }
     }
     seen.sort();
-    assert_eq!(seen, ["llama", "qwen2"]);
+    assert_eq!(seen, ["llama", "llama-spm", "qwen2"]);
 }
 
 #[test]

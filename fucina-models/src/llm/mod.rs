@@ -12,6 +12,7 @@ pub mod moe;
 pub mod reasoning;
 pub mod rope;
 pub mod sampling;
+pub(crate) mod spm;
 pub mod synth;
 pub mod tokenizer;
 pub mod tools;

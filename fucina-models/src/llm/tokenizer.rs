@@ -1,4 +1,5 @@
-//! Byte-level BPE tokenizer built from GGUF metadata (`tokenizer.ggml.model = "gpt2"`):
+//! Tokenizers built from GGUF metadata: SentencePiece-style vocabularies
+//! (`tokenizer.ggml.model = "llama"`, [`super::spm`]) and byte-level BPE (`"gpt2"`):
 //! special tokens split out first, then the pre-tokenizer named by `tokenizer.ggml.pre`
 //! (Qwen2's: NFC and one split regex; Llama 3's: one split regex, digits in runs of up to
 //! three; DeepSeek-V3's: three split regexes in sequence), GPT-2's
@@ -51,6 +52,8 @@ pub struct Tokenizer {
     splits: Vec<fancy_regex::Regex>,
     /// NFC-normalize before splitting (Qwen2).
     nfc: bool,
+    /// A SentencePiece vocabulary's encoder (instead of the byte-level BPE).
+    spm: Option<super::spm::Spm>,
     /// The BOS token a raw completion prompt starts with (`tokenizer.ggml.add_bos_token`).
     bos: Option<u32>,
 }
@@ -110,15 +113,18 @@ fn string_array<'a>(h: &'a GgufHeader, key: &str) -> Result<Vec<&'a str>> {
 impl Tokenizer {
     /// Builds the tokenizer from `tokenizer.ggml.{model,tokens,merges,token_type}`.
     pub fn from_gguf(h: &GgufHeader) -> Result<Tokenizer> {
-        match h.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
-            Some("gpt2") => {}
+        let spm = match h.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
+            Some("gpt2") => false,
+            Some("llama") => true,
             Some(other) => {
-                return Err(bad(format!("tokenizer model `{other}` is not supported (gpt2 byte-level BPE is)")))
+                return Err(bad(format!(
+                    "tokenizer model `{other}` is not supported (gpt2 byte-level BPE and llama SentencePiece are)"
+                )))
             }
             None => return Err(bad("the GGUF has no tokenizer.ggml.model".into())),
-        }
+        };
         let tokens = string_array(h, "tokenizer.ggml.tokens")?;
-        let merges = string_array(h, "tokenizer.ggml.merges")?;
+        let merges = if spm { Vec::new() } else { string_array(h, "tokenizer.ggml.merges")? };
         if tokens.len() > u32::MAX as usize {
             return Err(bad(format!("{} tokens do not fit 32-bit ids", tokens.len())));
         }
@@ -157,6 +163,11 @@ impl Tokenizer {
                     }
                     bytes.push(t.as_bytes().to_vec());
                 }
+                // SentencePiece: `▁` is a space, `<0xXX>` a byte.
+                Some(6) if spm => {
+                    bytes.push(super::spm::byte_token(t).map_or_else(|| t.as_bytes().to_vec(), |b| vec![b]))
+                }
+                _ if spm => bytes.push(t.replace('▁', " ").into_bytes()),
                 _ => bytes.push(t.chars().map(|c| char_byte.get(&c).copied().unwrap_or(b'?')).collect()),
             }
         }
@@ -175,8 +186,26 @@ impl Tokenizer {
                 .ok_or_else(|| bad(format!("merge {rank} makes `{a}{b}`, which is not in the vocabulary")))?;
             merge_map.entry((id(a)?, id(b)?)).or_insert((rank as u32, merged));
         }
+        let spm = if spm {
+            let scores = match h.get("tokenizer.ggml.scores") {
+                Some(Value::Array(a)) => {
+                    a.to_f32s().ok_or_else(|| bad("tokenizer.ggml.scores is not numbers".into()))?
+                }
+                Some(_) => return Err(bad("tokenizer.ggml.scores is not an array".into())),
+                None => Vec::new(),
+            };
+            if !scores.is_empty() && scores.len() != tokens.len() {
+                return Err(bad(format!("{} scores for {} tokens", scores.len(), tokens.len())));
+            }
+            let prefix = !matches!(h.get("tokenizer.ggml.add_space_prefix"), Some(Value::Bool(false)));
+            Some(super::spm::Spm::new(&tokens, &types, scores, prefix))
+        } else {
+            None
+        };
         let pre = h.get("tokenizer.ggml.pre").and_then(|v| v.as_str()).unwrap_or("qwen2");
         let (patterns, nfc): (Vec<&str>, bool) = match pre {
+            // A SentencePiece vocabulary has no pre-tokenizer.
+            _ if spm.is_some() => (Vec::new(), false),
             "qwen2" | "default" => (vec![QWEN2_PATTERN], true),
             "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false),
             // Llama 3 and the families llama.cpp files under the same split.
@@ -201,6 +230,7 @@ impl Tokenizer {
             control,
             splits,
             nfc,
+            spm,
             bos: match (h.get("tokenizer.ggml.add_bos_token"), h.get("tokenizer.ggml.bos_token_id")) {
                 (Some(Value::Bool(true)), Some(id)) => {
                     id.as_u64().filter(|&i| i < tokens.len() as u64).map(|i| i as u32)
@@ -280,6 +310,12 @@ impl Tokenizer {
 
     fn encode_plain(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         if text.is_empty() {
+            return Ok(());
+        }
+        if let Some(spm) = &self.spm {
+            // Every fragment starts the text or follows a special token: llama.cpp puts the
+            // space prefix before each.
+            spm.encode(text, true, out);
             return Ok(());
         }
         let text: String = if self.nfc { text.nfc().collect() } else { text.to_string() };
