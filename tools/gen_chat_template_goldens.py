@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Qwen3's, DeepSeek-R1's and Llama 3.1's chat templates with tools, rendered by
+"""Qwen3's, DeepSeek-R1's, Llama 3.1's and Mistral's chat templates with tools, rendered by
 `transformers` (apply_chat_template, or its jinja environment).
 
 The templates are Qwen3-0.6B's and DeepSeek-R1's (its Distill-Qwen-32B release, the R1
@@ -28,6 +28,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "..", "fucina-models", "tests", "goldens", "chat_template_tools.json")
 TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja"
 LLAMA_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
+MISTRAL_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja"
 DEEPSEEK_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 
 WEATHER = {"type": "function", "function": {
@@ -98,6 +99,13 @@ LLAMA_CASES = [
      {"role": "tool", "tool_call_id": "a", "content": "sunny"}],
 ]
 
+# Mistral (Nemo's template), without tools: the system prompt goes before the last user turn.
+MISTRAL_CASES = [
+    [{"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Weather?"}],
+]
+
 
 def template(name=TEMPLATE):
     ggml_sources()  # fetches and checks the sdist
@@ -127,13 +135,17 @@ def main():
     llama = _compile_jinja_template(template(LLAMA_TEMPLATE))
     llama_cases = [{"messages": m, "text": llama.render(messages=m, bos_token="<|begin_of_text|>",
                                                         add_generation_prompt=True)} for m in LLAMA_CASES]
+    mistral = _compile_jinja_template(template(MISTRAL_TEMPLATE))
+    mistral_cases = [{"messages": m, "text": mistral.render(messages=m, bos_token="<s>", eos_token="</s>",
+                                                            add_generation_prompt=True)} for m in MISTRAL_CASES]
     with open(out, "w") as f:
         json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases,
                    "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases,
-                   "llama_template": LLAMA_TEMPLATE, "llama_cases": llama_cases}, f,
+                   "llama_template": LLAMA_TEMPLATE, "llama_cases": llama_cases,
+                   "mistral_template": MISTRAL_TEMPLATE, "mistral_cases": mistral_cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} conversations")
+    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} + {len(mistral_cases)} conversations")
 
 
 if __name__ == "__main__":

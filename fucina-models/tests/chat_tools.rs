@@ -1,9 +1,8 @@
-//! Qwen3's, DeepSeek-R1's and Llama 3.1's chat templates with tools against `transformers`: conversations
-//! with tool definitions (Qwen3), assistant tool calls and tool results, parsed from OpenAI's
-//! message shape as the server parses them and rendered by fucina's ChatFormat, must give
-//! exactly the text transformers' jinja gives with the real templates (goldens from
-//! tools/gen_chat_template_goldens.py; tolerance: none).
-
+//! Qwen3's, DeepSeek-R1's, Llama 3.1's and Mistral's chat templates against `transformers`:
+//! conversations with tool definitions (Qwen3), assistant tool calls and tool results, parsed
+//! from OpenAI's message shape as the server parses them and rendered by fucina's ChatFormat,
+//! must give exactly the text transformers' jinja gives with the real templates (goldens
+//! from tools/gen_chat_template_goldens.py; tolerance: none).
 use fucina_models::llm::chat::ChatFormat;
 use fucina_models::serve::api::{parse_messages, ChatMessage};
 use serde_json::Value;
@@ -65,6 +64,23 @@ fn llama3_conversations_render_as_its_template_does() {
     assert!(cases.len() >= 3);
     let format = ChatFormat::detect(|t| t == "<|start_header_id|>", "llama", None);
     assert_eq!(format, ChatFormat::Llama3);
+    for (i, case) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let messages = parse_messages(&msgs).unwrap();
+        let got = format.prompt_with_tools(&messages, &[], true).text_form();
+        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+    }
+}
+
+#[test]
+fn mistral_conversations_render_as_its_template_does() {
+    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
+    let cases = golden["mistral_cases"].as_array().unwrap();
+    assert!(cases.len() >= 2);
+    let template = golden["mistral_template"].as_str().unwrap();
+    assert!(template.ends_with("Mistral-Nemo-Instruct-2407.jinja"));
+    let format = ChatFormat::detect(|_| false, "llama", Some("{{- '[INST]' + message['content'] + '[/INST]' }}"));
+    assert_eq!(format, ChatFormat::Mistral);
     for (i, case) in cases.iter().enumerate() {
         let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
         let messages = parse_messages(&msgs).unwrap();

@@ -1,7 +1,7 @@
 //! The ChatML prompt format of Qwen (`<|im_start|>role\n…<|im_end|>\n`), with Qwen3's
 //! thinking switch and its tool calling (hermes `<tool_call>` JSON, tool results as
 //! `<tool_response>` user turns), and DeepSeek's formats (V3 and R1 with their tool calls
-//! and tool outputs; V2), and Llama 3.1's headers.
+//! and tool outputs; V2), Llama 3.1's headers and Mistral's `[INST]` turns.
 
 use super::tools::{ToolSyntax, DEEPSEEK_TAGS};
 
@@ -106,11 +106,15 @@ pub enum ChatFormat {
     /// Llama 3.1/3.2/3.3: `<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>`, the system
     /// turn first with the template's knowledge and date lines.
     Llama3,
+    /// Mistral's (v0.3, Nemo): `<s>[INST]user[/INST]answer</s>`, the system prompt before the
+    /// last user message.
+    Mistral,
 }
 
 impl ChatFormat {
     /// The format a model's vocabulary implies: ChatML if it has `<|im_start|>`, Llama 3's if
-    /// it has `<|start_header_id|>`, DeepSeek's
+    /// it has `<|start_header_id|>`, Mistral's if the file's chat `template` writes `[INST]`,
+    /// DeepSeek's
     /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
     /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, ChatML
     /// otherwise.
@@ -119,6 +123,8 @@ impl ChatFormat {
             ChatFormat::ChatMl
         } else if has_token("<|start_header_id|>") {
             ChatFormat::Llama3
+        } else if template.is_some_and(|t| t.contains("[INST]")) {
+            ChatFormat::Mistral
         } else if has_token("<｜User｜>") {
             if template.is_some_and(|t| t.contains("<｜Assistant｜><think>")) {
                 ChatFormat::DeepSeekR1
@@ -152,7 +158,7 @@ impl ChatFormat {
         match self {
             ChatFormat::ChatMl => Some(ToolSyntax::Hermes),
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => Some(ToolSyntax::DeepSeek),
-            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 => None,
+            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 | ChatFormat::Mistral => None,
         }
     }
 
@@ -283,6 +289,7 @@ impl ChatFormat {
             }
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => deepseek_prompt(self, &mut p, messages, tools, think),
             ChatFormat::Llama3 => llama3_prompt(&mut p, messages),
+            ChatFormat::Mistral => mistral_prompt(&mut p, messages),
             ChatFormat::DeepSeekV2 => {
                 p.control(DS_BOS);
                 for m in messages {
@@ -461,6 +468,32 @@ fn llama3_prompt(p: &mut Prompt, messages: &[Message]) {
         p.control("<|eot_id|>");
     }
     header(p, "assistant");
+}
+
+/// Mistral's template (v0.3, Nemo) without tools: BOS, then `[INST]user[/INST]` and
+/// `answer</s>` turns, the first system message before the last user message's text; tool
+/// results as its `[TOOL_RESULTS]` JSON are not built (a tool turn is written as a user turn).
+fn mistral_prompt(p: &mut Prompt, messages: &[Message]) {
+    let (system, rest) = match messages.split_first() {
+        Some((m, rest)) if m.role == Role::System => (Some(m.content.as_str()), rest),
+        _ => (None, messages),
+    };
+    let last_user = rest.iter().rposition(|m| m.role == Role::User);
+    p.control("<s>");
+    for (i, m) in rest.iter().enumerate() {
+        if m.role == Role::Assistant {
+            p.text(&m.content);
+            p.control("</s>");
+            continue;
+        }
+        p.control("[INST]");
+        if let (Some(s), true) = (system, Some(i) == last_user) {
+            p.text(s);
+            p.text("\n\n");
+        }
+        p.text(&m.content);
+        p.control("[/INST]");
+    }
 }
 
 /// A rendered prompt: text with the template's control tokens marked. Message text goes in
