@@ -3,6 +3,7 @@
 //! from OpenAI's message shape as the server parses them and rendered by fucina's ChatFormat,
 //! must give exactly the text transformers' jinja gives with the real templates (goldens
 //! from tools/gen_chat_template_goldens.py; tolerance: none).
+
 use fucina_models::llm::chat::ChatFormat;
 use fucina_models::serve::api::{parse_messages, ChatMessage};
 use serde_json::Value;
