@@ -16,7 +16,8 @@ struct Args {
     /// Output GGUF file.
     output: PathBuf,
     /// Shape preset: qwen3-0.6b, qwen3-small (4 layers, hidden 256), qwen3moe-small,
-    /// deepseek-v2-lite, deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small.
+    /// llama3.2-1b, llama-small (qwen3-small's shapes as a `llama` file), deepseek-v2-lite,
+    /// deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small.
     #[arg(long, default_value = "qwen3-0.6b")]
     preset: String,
     /// Storage format of the matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, …
@@ -48,6 +49,8 @@ fn preset(name: &str) -> Option<Qwen3Shape> {
         "qwen3-0.6b" => Qwen3Shape::QWEN3_0_6B,
         "qwen3-small" => small,
         "qwen3moe-small" => Qwen3Shape { ffn: 256, moe: Some((8, 2)), ..small },
+        "llama3.2-1b" => Qwen3Shape::LLAMA3_2_1B,
+        "llama-small" => small,
         _ => return None,
     })
 }
@@ -87,15 +90,19 @@ fn main() {
                 let mut shape = preset(&a.preset).ok_or_else(|| fucina::FucinaError::InvalidArgument {
                     op: "synth",
                     msg: format!(
-                        "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, deepseek-v2-lite, deepseek-moe-6g, \
-                         deepseek-small)",
+                        "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, llama3.2-1b, llama-small, \
+                         deepseek-v2-lite, deepseek-moe-6g, deepseek-small)",
                         a.preset
                     ),
                 })?;
                 if let Some(l) = a.layers {
                     shape.layers = l;
                 }
-                synth::qwen3(&shape)
+                if a.preset.starts_with("llama") {
+                    synth::llama(&shape)
+                } else {
+                    synth::qwen3(&shape)
+                }
             }
         };
         let ty = match parse_target(&a.format)? {

@@ -118,6 +118,20 @@ impl Qwen3Shape {
         moe: None,
         tied: true,
     };
+
+    /// Llama-3.2-1B: 16 layers, hidden 2048, 32/8 heads of 64, MLP 8192, vocab 128256, tied.
+    pub const LLAMA3_2_1B: Qwen3Shape = Qwen3Shape {
+        layers: 16,
+        hidden: 2048,
+        ffn: 8192,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 64,
+        vocab: 128_256,
+        context: 131_072,
+        moe: None,
+        tied: true,
+    };
 }
 
 /// The metadata every llama.cpp decoder carries: architecture, name, context and the widths.
@@ -141,6 +155,28 @@ fn common_metadata(
         (k("attention.head_count"), Value::U32(heads as u32)),
         (k("attention.head_count_kv"), Value::U32(kv_heads as u32)),
     ]
+}
+
+/// A dense Llama in llama.cpp's `llama` layout with `s`'s shapes (no q/k norms, base 500000,
+/// Llama 3's `rope_freqs` factors), the Qwen3 tokenizer padded to its vocabulary.
+pub fn llama(s: &Qwen3Shape) -> SynthModel {
+    let mut m = qwen3(&Qwen3Shape { moe: None, ..*s });
+    m.arch = "llama".into();
+    m.tensors.retain(|t| !t.name.ends_with("attn_q_norm.weight") && !t.name.ends_with("attn_k_norm.weight"));
+    // Factors near 1 (random, positive): the same rotation work as real ones.
+    m.tensors.insert(0, SynthTensor::norm("rope_freqs.weight", s.head_dim / 2));
+    for (k, v) in &mut m.metadata {
+        if let Some(rest) = k.strip_prefix("qwen3.") {
+            *k = format!("llama.{rest}");
+        }
+        match k.as_str() {
+            "general.architecture" => *v = Value::String(b"llama".to_vec()),
+            "llama.rope.freq_base" => *v = Value::F32(500_000.0),
+            "llama.attention.layer_norm_rms_epsilon" => *v = Value::F32(1e-5),
+            _ => {}
+        }
+    }
+    m
 }
 
 /// A Qwen3 (dense or MoE) in llama.cpp's `qwen3` / `qwen3moe` layout.
