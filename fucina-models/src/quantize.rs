@@ -183,7 +183,7 @@ pub fn quantize_file(
     let tmp = temp_path(output);
     let io = |p: &Path| {
         let p = p.display().to_string();
-        move |e: std::io::Error| FucinaError::Io { path: p.clone(), msg: e.to_string() }
+        move |e: std::io::Error| FucinaError::io(p.clone(), e)
     };
     let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
     let mut w = std::io::BufWriter::new(file);

@@ -1,9 +1,12 @@
 //! The typed error every fallible fucina call returns.
 
 use crate::dtype::DType;
+use std::sync::Arc;
 
 /// Everything that can go wrong at run time; compile-time axis mistakes never get here.
+/// New kinds may be added, so a `match` on it needs a wildcard arm.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum FucinaError {
     /// Two operands disagree on the size of a named axis.
     #[error("size mismatch on axis `{axis}`: {left} vs {right}")]
@@ -35,9 +38,15 @@ pub enum FucinaError {
     /// A parameter name was not found (module load).
     #[error("missing tensor `{0}`")]
     MissingTensor(String),
-    /// An I/O error, with the path that caused it.
-    #[error("i/o error on {path}: {msg}")]
-    Io { path: String, msg: String },
+    /// An I/O error, with the path that caused it; the `std::io::Error` is its source.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file (or stream) the operation was on.
+        path: String,
+        /// What the operating system said.
+        #[source]
+        source: IoSource,
+    },
     /// A file does not follow its format.
     #[error("malformed {format} file: {msg}")]
     Format { format: &'static str, msg: String },
@@ -57,5 +66,50 @@ pub enum FucinaError {
     },
 }
 
-/// `Result` with [`FucinaError`].
-pub type Result<T> = std::result::Result<T, FucinaError>;
+impl FucinaError {
+    /// An [`FucinaError::Io`] on `path`, keeping `e` as its source.
+    ///
+    /// ```
+    /// use std::error::Error;
+    /// let e = fucina::FucinaError::io("model.gguf", std::io::Error::from(std::io::ErrorKind::NotFound));
+    /// assert!(e.to_string().starts_with("i/o error on model.gguf"));
+    /// let source = e.source().and_then(|s| s.downcast_ref::<fucina::error::IoSource>()).unwrap();
+    /// assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    /// ```
+    pub fn io(path: impl Into<String>, e: std::io::Error) -> FucinaError {
+        FucinaError::Io { path: path.into(), source: IoSource(Arc::new(e)) }
+    }
+}
+
+/// A `std::io::Error` as an error's source, shared so that [`FucinaError`] stays `Clone`;
+/// two are equal when their kind and message are.
+#[derive(Debug, Clone)]
+pub struct IoSource(pub Arc<std::io::Error>);
+
+impl IoSource {
+    /// The error's kind.
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.0.kind()
+    }
+}
+
+impl PartialEq for IoSource {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.kind() == o.0.kind() && self.0.to_string() == o.0.to_string()
+    }
+}
+
+impl std::fmt::Display for IoSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoSource {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// `Result` with [`FucinaError`] as its default error (another can be named, as with std's).
+pub type Result<T, E = FucinaError> = std::result::Result<T, E>;

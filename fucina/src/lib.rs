@@ -42,15 +42,14 @@ pub use fucina_macros::{axes, axis, einsum, Module};
 pub use nn::Module;
 pub use tensor::{RawTensor, Tensor};
 
-/// The DSL guide (`docs/DSL.md`), compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/DSL.md")]
-pub struct DslGuide;
+/// The guides, rendered with the API documentation; their examples run as doctests.
+pub mod guides {
+    #[doc = include_str!("../../docs/DSL.md")]
+    pub mod dsl {}
 
-/// The training guide (`docs/TRAINING.md`), compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/TRAINING.md")]
-pub struct TrainingGuide;
+    #[doc = include_str!("../../docs/TRAINING.md")]
+    pub mod training {}
+}
 
 /// Everything a model file needs: the macros, `Tensor`, `Module`, the standard axes.
 pub mod prelude {

@@ -45,7 +45,7 @@ fn invalid(msg: String) -> FucinaError {
 }
 
 fn io(path: &std::path::Path, e: std::io::Error) -> FucinaError {
-    FucinaError::Io { path: path.display().to_string(), msg: e.to_string() }
+    FucinaError::io(path.display().to_string(), e)
 }
 
 fn read_tokens(path: &std::path::Path) -> fucina::Result<Vec<u32>> {

@@ -116,7 +116,7 @@ pub struct LmArgs {
 const MAX_GRAMMAR_FILE: u64 = 1 << 20;
 
 fn read_grammar_file(path: &std::path::Path) -> Result<String> {
-    let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+    let io = |e: std::io::Error| FucinaError::io(path.display().to_string(), e);
     let len = std::fs::metadata(path).map_err(io)?.len();
     if len > MAX_GRAMMAR_FILE {
         return Err(FucinaError::InvalidArgument {
@@ -337,8 +337,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     };
     let mut messages: Vec<Message> = args.system.iter().map(|s| Message::new(Role::System, s.clone())).collect();
     if let Some(path) = &args.batch {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|e| FucinaError::io(path.display().to_string(), e))?;
         let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         if lines.is_empty() || lines.len() > MAX_BATCH {
             return Err(FucinaError::InvalidArgument {
@@ -383,12 +382,7 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     loop {
         eprint!("> ");
         let mut line = String::new();
-        if stdin
-            .lock()
-            .read_line(&mut line)
-            .map_err(|e| FucinaError::Io { path: "stdin".into(), msg: e.to_string() })?
-            == 0
-        {
+        if stdin.lock().read_line(&mut line).map_err(|e| FucinaError::io("stdin", e))? == 0 {
             return Ok(());
         }
         let line = line.trim();

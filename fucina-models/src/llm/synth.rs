@@ -558,7 +558,7 @@ pub fn write(
         .collect();
     let mut header = GgufHeader { version: 3, metadata, tensors, alignment: 32, data_offset: 0 };
     assign_offsets(&mut header)?;
-    let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+    let io = |e: std::io::Error| FucinaError::io(path.display().to_string(), e);
     let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
     let rng = Philox::new(seed);
     let n = m.tensors.len();

@@ -1,5 +1,5 @@
 //! Tokenizers built from GGUF metadata: SentencePiece-style vocabularies
-//! (`tokenizer.ggml.model = "llama"`, [`super::spm`]) and byte-level BPE (`"gpt2"`):
+//! (`tokenizer.ggml.model = "llama"`, `llm/spm.rs`) and byte-level BPE (`"gpt2"`):
 //! special tokens split out first, then the pre-tokenizer named by `tokenizer.ggml.pre`
 //! (Qwen2's: NFC and one split regex; Llama 3's: one split regex, digits in runs of up to
 //! three; DeepSeek-V3's: three split regexes in sequence), GPT-2's

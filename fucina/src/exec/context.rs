@@ -70,6 +70,7 @@ thread_local! {
 }
 
 /// Restores the previously current context when dropped.
+#[must_use = "the context is current only while the guard lives: `let _g = ctx.enter();`"]
 pub struct ContextGuard {
     _not_send: std::marker::PhantomData<*const ()>,
 }

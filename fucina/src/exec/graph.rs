@@ -28,6 +28,7 @@ pub fn install_recorder(r: Arc<dyn Recorder>) -> RecorderGuard {
 }
 
 /// Removes the recorder installed by [`install_recorder`] when dropped.
+#[must_use = "the recorder is installed only while the guard lives"]
 pub struct RecorderGuard {
     _not_send: std::marker::PhantomData<*const ()>,
 }

@@ -100,7 +100,7 @@ impl GgufFile {
     /// Maps and parses a file.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+        let io = |e: std::io::Error| FucinaError::io(path.display().to_string(), e);
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the map is read-only and only read through bounds-checked slices; another
         // process truncating the file while it is mapped is outside what any reader can guard.
@@ -115,7 +115,7 @@ impl GgufFile {
     pub fn open_resident(path: impl AsRef<Path>) -> Result<GgufFile> {
         use std::io::Read;
         let path = path.as_ref();
-        let io = |e: std::io::Error| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() };
+        let io = |e: std::io::Error| FucinaError::io(path.display().to_string(), e);
         let mut file = std::fs::File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len() as usize;
         let mut mem = memmap2::MmapMut::map_anon(len.max(1)).map_err(io)?;
@@ -133,7 +133,7 @@ impl GgufFile {
     /// Parses a GGUF image held in memory (copied into an aligned anonymous map, so the
     /// tensors are viewed as from a file).
     pub fn from_bytes(bytes: &[u8]) -> Result<GgufFile> {
-        let io = |e: std::io::Error| FucinaError::Io { path: "in-memory gguf".into(), msg: e.to_string() };
+        let io = |e: std::io::Error| FucinaError::io("in-memory gguf", e);
         let mut mem = memmap2::MmapMut::map_anon(bytes.len().max(1)).map_err(io)?;
         mem[..bytes.len()].copy_from_slice(bytes);
         let map = mem.make_read_only().map_err(io)?;

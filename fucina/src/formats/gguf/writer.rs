@@ -66,7 +66,7 @@ pub fn write_gguf_to<'a, W: Write>(
     header: &GgufHeader,
     mut data: impl FnMut(usize) -> Result<Cow<'a, [u8]>>,
 ) -> Result<u64> {
-    let io = |e: std::io::Error| FucinaError::Io { path: "gguf output".into(), msg: e.to_string() };
+    let io = |e: std::io::Error| FucinaError::io("gguf output", e);
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&header.version.to_le_bytes());

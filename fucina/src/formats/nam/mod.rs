@@ -547,8 +547,7 @@ impl NamFile {
     /// Reads and parses a `.nam` file.
     pub fn open(path: impl AsRef<Path>) -> Result<NamFile> {
         let path = path.as_ref();
-        let text = std::fs::read(path)
-            .map_err(|e| FucinaError::Io { path: path.display().to_string(), msg: e.to_string() })?;
+        let text = std::fs::read(path).map_err(|e| FucinaError::io(path.display().to_string(), e))?;
         NamFile::parse(&text)
     }
 }

@@ -24,7 +24,7 @@ fn err(msg: impl Into<String>) -> FucinaError {
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> FucinaError {
-    FucinaError::Io { path: path.display().to_string(), msg: e.to_string() }
+    FucinaError::io(path.display().to_string(), e)
 }
 
 /// A safetensors element type: every one the format defines, so a checkpoint that also
