@@ -123,11 +123,11 @@ fn a_mixed_pass_gives_each_sequence_its_own_logits() {
         let mut caches: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, KvType::F32).unwrap()).collect();
         // Histories of different lengths already in three caches.
         for (c, t) in caches.iter_mut().zip(&toks).take(3) {
-            m.forward(&t[..t.len() - 1], c, false).unwrap();
+            m.forward(&t[..t.len() - 1], c, LogitRows::Last).unwrap();
         }
         let mut solo: Vec<KvCache> = (0..4).map(|_| m.new_cache(128, KvType::F32).unwrap()).collect();
         for (c, t) in solo.iter_mut().zip(&toks).take(3) {
-            m.forward(&t[..t.len() - 1], c, false).unwrap();
+            m.forward(&t[..t.len() - 1], c, LogitRows::Last).unwrap();
         }
         let feeds: [(&[u32], LogitRows); 4] = [
             (&toks[0][toks[0].len() - 1..], LogitRows::Last),
@@ -140,7 +140,7 @@ fn a_mixed_pass_gives_each_sequence_its_own_logits() {
         let got = m.forward_batch(&mut batch).unwrap();
         drop(batch);
         for (i, ((t, rows), c)) in feeds.iter().zip(solo.iter_mut()).enumerate() {
-            let want = m.forward(t, c, *rows == LogitRows::All).unwrap().to_f32_vec();
+            let want = m.forward(t, c, *rows).unwrap().to_f32_vec();
             let g = got[i].to_f32_vec();
             if *rows == LogitRows::None {
                 assert!(g.is_empty(), "{file}: sequence {i} asked for no rows");

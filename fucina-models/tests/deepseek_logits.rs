@@ -9,6 +9,7 @@
 
 use fucina::prelude::*;
 use fucina_models::deepseek::DeepSeek;
+use fucina_models::llm::LogitRows;
 use fucina_models::llm::ModelFile;
 
 const TOL: f32 = 1e-4;
@@ -48,7 +49,7 @@ fn check_budget(
         let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
         let mut kv = model.new_cache(64, cache.into()).unwrap();
         let mut routes = Vec::new();
-        let prefill = model.forward_traced(&ids, &mut kv, true, Some(&mut routes)).unwrap().to_f32_vec();
+        let prefill = model.forward_traced(&ids, &mut kv, LogitRows::All, Some(&mut routes)).unwrap().to_f32_vec();
         let want: Vec<Vec<f32>> = serde_json::from_value(case["prefill"].clone()).unwrap();
         for (p, w) in want.iter().enumerate() {
             let d = max_diff(&prefill[p * vocab..(p + 1) * vocab], w);
@@ -61,7 +62,7 @@ fn check_budget(
         let mut next = argmax(&prefill[(ids.len() - 1) * vocab..]);
         for (i, w) in steps.iter().enumerate() {
             assert_eq!(next, greedy[i], "{model_file} {backend:?}: greedy token {i}");
-            let got = model.forward_traced(&[next], &mut kv, false, None).unwrap().to_f32_vec();
+            let got = model.forward_traced(&[next], &mut kv, LogitRows::Last, None).unwrap().to_f32_vec();
             let d = max_diff(&got, w);
             assert!(d <= tol, "{model_file} {backend:?}: decode step {i}: max diff {d}");
             next = argmax(&got);

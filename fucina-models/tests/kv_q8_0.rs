@@ -71,9 +71,9 @@ fn logits(path: &Path, backend: BackendKind, kv: KvType) -> Vec<f32> {
     let m = &*lm.model;
     let tokens: Vec<u32> = (0..32).map(|i| (i * 37 + 11) % 800).collect();
     let mut cache = m.new_cache(64, kv).unwrap();
-    let mut out = m.forward(&tokens[..24], &mut cache, true).unwrap().to_f32_vec();
+    let mut out = m.forward(&tokens[..24], &mut cache, LogitRows::All).unwrap().to_f32_vec();
     for t in &tokens[24..] {
-        out.extend(m.forward(std::slice::from_ref(t), &mut cache, false).unwrap().to_f32_vec());
+        out.extend(m.forward(std::slice::from_ref(t), &mut cache, LogitRows::Last).unwrap().to_f32_vec());
     }
     out
 }
@@ -127,7 +127,7 @@ fn q8_0_cache_serves_batched_passes() {
     let got = m.forward_batch(&mut batch).unwrap();
     for (t, g) in [(&a, &got[0]), (&b, &got[1])] {
         let mut c = m.new_cache(32, KvType::Q8_0).unwrap();
-        let want = m.forward(t, &mut c, false).unwrap().to_f32_vec();
+        let want = m.forward(t, &mut c, LogitRows::Last).unwrap().to_f32_vec();
         let (cos, rel) = compare(&g.to_f32_vec(), &want);
         assert!(cos < 1e-9 && rel < 1e-5, "batched q8_0 pass differs: {cos} {rel}");
     }

@@ -11,6 +11,7 @@
 //! summation order). Greedy tokens must be identical.
 
 use fucina::prelude::*;
+use fucina_models::llm::LogitRows;
 use fucina_models::llm::{KvType, Tokenizer};
 
 const TOL: f32 = 5e-5;
@@ -72,7 +73,7 @@ fn check(backend: BackendKind, threads: usize) {
         for case in m["cases"].as_array().unwrap() {
             let ids = ids(&case["ids"]);
             let mut cache = lm.model.new_cache(64, KvType::F32).unwrap();
-            let prefill = lm.model.forward(&ids, &mut cache, true).unwrap().to_f32_vec();
+            let prefill = lm.model.forward(&ids, &mut cache, LogitRows::All).unwrap().to_f32_vec();
             for (p, want) in rows(&case["prefill"]).iter().enumerate() {
                 let d = max_diff(&prefill[p * vocab..(p + 1) * vocab], want);
                 assert!(d <= TOL, "{name} {backend:?}: prefill position {p}: max diff {d}");
@@ -81,7 +82,7 @@ fn check(backend: BackendKind, threads: usize) {
             let mut next = argmax(&prefill[(ids.len() - 1) * vocab..]);
             for (step, want) in rows(&case["decode"]).iter().enumerate() {
                 assert_eq!(next, greedy[step], "{name} {backend:?}: greedy token {step}");
-                let got = lm.model.forward(&[next], &mut cache, false).unwrap().to_f32_vec();
+                let got = lm.model.forward(&[next], &mut cache, LogitRows::Last).unwrap().to_f32_vec();
                 let d = max_diff(&got, want);
                 assert!(d <= TOL, "{name} {backend:?}: decode step {step}: max diff {d}");
                 next = argmax(&got);

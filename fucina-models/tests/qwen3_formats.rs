@@ -10,6 +10,7 @@ use fucina::prelude::*;
 use fucina::quant::GgmlType;
 use fucina_models::llm::synth::{self, Qwen3Shape};
 use fucina_models::llm::KvType;
+use fucina_models::llm::LogitRows;
 use fucina_models::llm::ModelFile;
 use fucina_models::qwen3::Qwen3;
 
@@ -19,9 +20,9 @@ fn logits(path: &std::path::Path, backend: BackendKind, tokens: &[u32]) -> Vec<f
     let file = ModelFile::open(path, &["qwen3", "qwen3moe"]).unwrap();
     let model = Qwen3::load(&file).unwrap();
     let mut cache = model.new_cache(32, KvType::F32).unwrap();
-    let mut out = model.forward(&tokens[..10], &mut cache, true).unwrap().to_f32_vec();
+    let mut out = model.forward(&tokens[..10], &mut cache, LogitRows::All).unwrap().to_f32_vec();
     for t in &tokens[10..] {
-        out.extend(model.forward(std::slice::from_ref(t), &mut cache, false).unwrap().to_f32_vec());
+        out.extend(model.forward(std::slice::from_ref(t), &mut cache, LogitRows::Last).unwrap().to_f32_vec());
     }
     out
 }

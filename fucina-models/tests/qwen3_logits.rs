@@ -9,6 +9,7 @@
 
 use fucina::prelude::*;
 use fucina_models::llm::KvType;
+use fucina_models::llm::LogitRows;
 use fucina_models::llm::ModelFile;
 use fucina_models::qwen3::Qwen3;
 
@@ -51,7 +52,7 @@ fn check_model(model: &str, golden: &str, backend: BackendKind, threads: usize, 
         let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
         let mut cache = model.new_cache(64, cache_dtype.into()).unwrap();
         let mut routes = Vec::new();
-        let prefill = model.forward_traced(&ids, &mut cache, true, Some(&mut routes)).unwrap().to_f32_vec();
+        let prefill = model.forward_traced(&ids, &mut cache, LogitRows::All, Some(&mut routes)).unwrap().to_f32_vec();
         if let Some(want) = case.get("routes") {
             let want: Vec<Vec<Vec<u32>>> = serde_json::from_value(want.clone()).unwrap();
             assert_eq!(routes, want, "{backend:?}: expert choices per layer and token");
@@ -66,7 +67,7 @@ fn check_model(model: &str, golden: &str, backend: BackendKind, threads: usize, 
         let mut next = argmax(&prefill[(ids.len() - 1) * vocab..]);
         for (step, want) in rows(&case["decode"]).iter().enumerate() {
             assert_eq!(next, greedy[step], "{backend:?}: greedy token {step}");
-            let got = model.forward(&[next], &mut cache, false).unwrap().to_f32_vec();
+            let got = model.forward(&[next], &mut cache, LogitRows::Last).unwrap().to_f32_vec();
             let d = max_diff(&got, want);
             assert!(d <= tol, "{backend:?}: decode step {step}: max diff {d}");
             next = argmax(&got);
@@ -98,12 +99,12 @@ fn context_overflow_is_an_error_that_states_the_limit() {
     let file = ModelFile::open(root().join("assets/qwen3-tiny-f32.gguf"), &["qwen3"]).unwrap();
     let model = Qwen3::load(&file).unwrap();
     let mut cache = model.new_cache(4, KvType::F32).unwrap();
-    let e = model.forward(&[1, 2, 3, 4, 5], &mut cache, false).unwrap_err().to_string();
+    let e = model.forward(&[1, 2, 3, 4, 5], &mut cache, LogitRows::Last).unwrap_err().to_string();
     assert!(e.contains("context length of 4"), "{e}");
     assert_eq!(cache.len(), 0);
     let too_long = model.new_cache(model.config.context_length + 1, KvType::F32).unwrap_err().to_string();
     assert!(too_long.contains("context length"), "{too_long}");
-    let e = model.forward(&[model.config.vocab as u32], &mut cache, false).unwrap_err().to_string();
+    let e = model.forward(&[model.config.vocab as u32], &mut cache, LogitRows::Last).unwrap_err().to_string();
     assert!(e.contains("vocab"), "{e}");
     assert!(ModelFile::open(root().join("tests/goldens/qwen3_logits.json"), &["qwen3"]).is_err());
 }
@@ -126,14 +127,14 @@ fn check_dtype(suffix: &str, backend: BackendKind, threads: usize, tol: f32) -> 
     let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
     let greedy: Vec<u32> = case["greedy"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
     let mut cache = model.new_cache(64, KvType::F32).unwrap();
-    let prefill = model.forward(&ids, &mut cache, true).unwrap().to_f32_vec();
+    let prefill = model.forward(&ids, &mut cache, LogitRows::All).unwrap().to_f32_vec();
     let mut worst = 0f32;
     for (p, want) in rows(&case["prefill"]).iter().enumerate() {
         worst = worst.max(max_diff(&prefill[p * vocab..(p + 1) * vocab], want));
     }
     let mut same_tokens = argmax(&prefill[(ids.len() - 1) * vocab..]) == greedy[0];
     for (step, want) in rows(&case["decode"]).iter().enumerate() {
-        let got = model.forward(&[greedy[step]], &mut cache, false).unwrap().to_f32_vec();
+        let got = model.forward(&[greedy[step]], &mut cache, LogitRows::Last).unwrap().to_f32_vec();
         worst = worst.max(max_diff(&got, want));
         if step + 1 < greedy.len() {
             same_tokens &= argmax(&got) == greedy[step + 1];

@@ -7,6 +7,7 @@ use fucina::prelude::*;
 use fucina::quant::GgmlType;
 use fucina_models::llm::synth::{self, Qwen3Shape};
 use fucina_models::llm::KvType;
+use fucina_models::llm::LogitRows;
 
 fn logits(path: &std::path::Path, threads: usize) -> Vec<u32> {
     let ctx = ExecContext::with_backend(BackendKind::Native, threads).unwrap();
@@ -15,9 +16,11 @@ fn logits(path: &std::path::Path, threads: usize) -> Vec<u32> {
     let m = &*lm.model;
     let tokens: Vec<u32> = (0..40).map(|i| (i * 53 + 7) % 1000).collect();
     let mut cache = m.new_cache(64, KvType::F16).unwrap();
-    let mut out = ctx.run_on_pool(|| m.forward(&tokens[..32], &mut cache, true)).unwrap().to_f32_vec();
+    let mut out = ctx.run_on_pool(|| m.forward(&tokens[..32], &mut cache, LogitRows::All)).unwrap().to_f32_vec();
     for t in &tokens[32..] {
-        out.extend(ctx.run_on_pool(|| m.forward(std::slice::from_ref(t), &mut cache, false)).unwrap().to_f32_vec());
+        out.extend(
+            ctx.run_on_pool(|| m.forward(std::slice::from_ref(t), &mut cache, LogitRows::Last)).unwrap().to_f32_vec(),
+        );
     }
     out.iter().map(|v| v.to_bits()).collect()
 }

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use fucina::prelude::*;
-use fucina_models::llm::KvType;
+use fucina_models::llm::{KvType, LogitRows};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -86,12 +86,12 @@ fn main() {
         let fresh = || -> fucina::Result<fucina_models::llm::KvCache> {
             let mut cache = model.new_cache(longest, dtype)?;
             if !filler.is_empty() {
-                ctx.run_on_pool(|| model.forward(filler, &mut cache, false))?;
+                ctx.run_on_pool(|| model.forward(filler, &mut cache, LogitRows::Last))?;
             }
             Ok(cache)
         };
         let step = |toks: &[u32], cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
-            ctx.run_on_pool(|| model.forward(toks, cache, false)).map(|_| ())
+            ctx.run_on_pool(|| model.forward(toks, cache, LogitRows::Last)).map(|_| ())
         };
         let probe = read_bandwidth(&ctx);
         println!("PROBE read_gbs {:.2}", probe / 1e9);
@@ -154,14 +154,14 @@ fn batched_decode(
     dtype: KvType,
     vocab: u64,
 ) -> fucina::Result<f64> {
-    use fucina_models::llm::{LogitRows, Segment};
+    use fucina_models::llm::Segment;
     let rng = fucina::rng::Philox::new(99);
     let toks: Vec<Vec<u32>> =
         (0..n as u64).map(|s| (0..len as u64).map(|i| (rng.at(s, i)[0] as u64 % vocab) as u32).collect()).collect();
     let mut caches = (0..n).map(|_| model.new_cache(len, dtype)).collect::<fucina::Result<Vec<_>>>()?;
     if pp > 0 {
         for (c, t) in caches.iter_mut().zip(&toks) {
-            ctx.run_on_pool(|| model.forward(&t[..pp], c, false))?;
+            ctx.run_on_pool(|| model.forward(&t[..pp], c, LogitRows::Last))?;
         }
     }
     let t0 = Instant::now();

@@ -6,6 +6,7 @@
 use clap::Parser;
 use fucina::prelude::*;
 use fucina_models::llm::KvType;
+use fucina_models::llm::LogitRows;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -101,10 +102,10 @@ fn main() {
         };
         let t0 = std::time::Instant::now();
         if a.prefill > 0 {
-            write(ctx.run_on_pool(|| model.forward(&tokens[..a.prefill], &mut cache, true))?)?;
+            write(ctx.run_on_pool(|| model.forward(&tokens[..a.prefill], &mut cache, LogitRows::All))?)?;
         }
         for (i, t) in tokens[a.prefill..].iter().enumerate() {
-            write(ctx.run_on_pool(|| model.forward(std::slice::from_ref(t), &mut cache, false))?)?;
+            write(ctx.run_on_pool(|| model.forward(std::slice::from_ref(t), &mut cache, LogitRows::Last))?)?;
             if (i + 1) % 16 == 0 {
                 let done = a.prefill + i + 1;
                 eprint!("\r{done}/{} positions, {:.1} tok/s", tokens.len(), done as f64 / t0.elapsed().as_secs_f64());

@@ -11,7 +11,7 @@
 
 use super::config::{DeepSeekConfig, Gating, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
-use crate::llm::batch::{self, Segment};
+use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
@@ -251,17 +251,17 @@ impl DeepSeek {
         KvCache::new(c.layers, 1, c.kv_lora + c.qk_rope, 0, capacity, kv)
     }
 
-    /// Runs `tokens` after the cache's positions; logits `[seq, vocab]` (every position when
-    /// `all_logits`, else the last). `routes`, when given, receives per MoE layer the experts
+    /// Runs `tokens` after the cache's positions; logits `[seq, vocab]` (the rows `rows` asks
+    /// for). `routes`, when given, receives per MoE layer the experts
     /// chosen for each token (ascending ids).
     pub fn forward_traced(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
-        all_logits: bool,
+        rows: LogitRows,
         routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
-        batch::single(tokens, cache, all_logits, |b| self.forward_batch_traced(b, routes))
+        batch::single(tokens, cache, rows, |b| self.forward_batch_traced(b, routes))
     }
 
     /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product and
@@ -294,9 +294,8 @@ impl DeepSeek {
             };
             x = x.add(&m)?;
         }
-        let logits = batch::logits(x, &spans, batch, |x| {
-            lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
-        })?;
+        let logits =
+            batch::logits(x, &spans, batch, |x| lm_head(x, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed))?;
         batch::finish(batch, logits, c.vocab)
     }
 
@@ -473,8 +472,8 @@ impl crate::llm::generate::CausalLm for DeepSeek {
         DeepSeek::new_cache(self, capacity, kv)
     }
 
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
-        self.forward_traced(tokens, cache, all_logits, None)
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, rows: LogitRows) -> Result<Tensor<axes![seq, vocab]>> {
+        self.forward_traced(tokens, cache, rows, None)
     }
 
     fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {

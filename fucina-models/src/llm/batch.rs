@@ -130,15 +130,14 @@ pub fn head_rows(
     Tensor::concat::<seq>(&parts.iter().collect::<Vec<_>>())
 }
 
-/// Runs one sequence through `forward` (a model's batched pass) as a batch of one: the
-/// logits of every position (`all_logits`) or of the last.
+/// Runs one sequence through `forward` (a model's batched pass) as a batch of one,
+/// returning the logits `rows` asks for.
 pub fn single(
     tokens: &[u32],
     cache: &mut KvCache,
-    all_logits: bool,
+    rows: LogitRows,
     forward: impl FnOnce(&mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>>,
 ) -> Result<Tensor<axes![seq, vocab]>> {
-    let rows = if all_logits { LogitRows::All } else { LogitRows::Last };
     let mut out = forward(&mut [Segment { tokens, cache, rows }])?;
     out.pop().ok_or(FucinaError::InvalidArgument { op: "forward", msg: "no logits".into() })
 }

@@ -20,9 +20,9 @@ pub trait CausalLm: Sync {
     fn context_length(&self) -> usize;
     /// A cache for `capacity` positions.
     fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache>;
-    /// Logits `[seq, vocab]` for `tokens` after the cache's positions (only the last row
-    /// unless `all_logits`), appending to the cache.
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>>;
+    /// Logits `[seq, vocab]` for `tokens` after the cache's positions (the rows `rows` asks
+    /// for: every position's, the last one's, or none), appending to the cache.
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, rows: LogitRows) -> Result<Tensor<axes![seq, vocab]>>;
     /// One pass over several sequences, each after its own cache's positions (see
     /// [`crate::llm::batch`]): each sequence's logits rows, in order. Every sequence is
     /// checked before anything runs. The models read each weight once for the whole batch;
@@ -32,7 +32,7 @@ pub trait CausalLm: Sync {
         batch
             .iter_mut()
             .map(|s| {
-                let t = self.forward(s.tokens, s.cache, s.rows == LogitRows::All)?;
+                let t = self.forward(s.tokens, s.cache, s.rows)?;
                 if s.rows == LogitRows::None {
                     t.narrow::<seq>(0, 0)
                 } else {

@@ -8,7 +8,7 @@
 //! are f32 tensors.
 
 use super::config::Qwen3Config;
-use crate::llm::batch::{self, Segment};
+use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::top_k;
@@ -263,9 +263,9 @@ impl Qwen3 {
 
     /// Runs `tokens` through the model after the positions already in `cache`, appends
     /// their keys and values, and returns the logits `[seq, vocab]`: of every position when
-    /// `all_logits`, else of the last one only.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
-        self.forward_traced(tokens, cache, all_logits, None)
+    /// `rows` is [`LogitRows::All`], of the last one for [`LogitRows::Last`].
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, rows: LogitRows) -> Result<Tensor<axes![seq, vocab]>> {
+        self.forward_traced(tokens, cache, rows, None)
     }
 
     /// [`Qwen3::forward`], also recording into `routes` (MoE models) the experts each layer
@@ -274,10 +274,10 @@ impl Qwen3 {
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
-        all_logits: bool,
+        rows: LogitRows,
         routes: Option<&mut Vec<Vec<Vec<u32>>>>,
     ) -> Result<Tensor<axes![seq, vocab]>> {
-        batch::single(tokens, cache, all_logits, |b| self.forward_batch_traced(b, routes))
+        batch::single(tokens, cache, rows, |b| self.forward_batch_traced(b, routes))
     }
 
     /// One pass over several sequences (see [`crate::llm::batch`]): every matrix product
@@ -310,9 +310,8 @@ impl Qwen3 {
             };
             x = x.add(&m)?;
         }
-        let logits = batch::logits(x, &spans, batch, |x| {
-            lm_head(x, true, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed)
-        })?;
+        let logits =
+            batch::logits(x, &spans, batch, |x| lm_head(x, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed))?;
         batch::finish(batch, logits, c.vocab)
     }
 
@@ -403,8 +402,8 @@ impl crate::llm::generate::CausalLm for Qwen3 {
         Qwen3::new_cache(self, capacity, kv)
     }
 
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache, all_logits: bool) -> Result<Tensor<axes![seq, vocab]>> {
-        Qwen3::forward(self, tokens, cache, all_logits)
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache, rows: LogitRows) -> Result<Tensor<axes![seq, vocab]>> {
+        Qwen3::forward(self, tokens, cache, rows)
     }
 
     fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {

@@ -651,9 +651,14 @@ mod tests {
         fn new_cache(&self, capacity: usize, kv: KvType) -> Result<KvCache> {
             self.0.new_cache(capacity, kv)
         }
-        fn forward(&self, tokens: &[u32], cache: &mut KvCache, all: bool) -> Result<Tensor<axes![seq, vocab]>> {
+        fn forward(
+            &self,
+            tokens: &[u32],
+            cache: &mut KvCache,
+            rows: crate::llm::LogitRows,
+        ) -> Result<Tensor<axes![seq, vocab]>> {
             assert!(tokens.first() != Some(&0), "injected fault");
-            self.0.forward(tokens, cache, all)
+            self.0.forward(tokens, cache, rows)
         }
     }
 
