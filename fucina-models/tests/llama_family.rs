@@ -10,6 +10,8 @@
 //! Tolerance: max |fucina - transformers| <= 5e-5 on logits of magnitude ~1-10 (both f32;
 //! summation order). Greedy tokens must be identical.
 
+mod common;
+use common::{argmax, logit_rows as rows, max_diff};
 use fucina::prelude::*;
 use fucina_models::llm::LogitRows;
 use fucina_models::llm::{KvType, Tokenizer};
@@ -26,23 +28,6 @@ fn golden() -> serde_json::Value {
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
-fn rows(v: &serde_json::Value) -> Vec<Vec<f32>> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
-        .collect()
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as u32
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 #[test]

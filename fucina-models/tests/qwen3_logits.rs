@@ -7,6 +7,8 @@
 //! f32; the difference is summation order in the matmuls, softmax and norms). Greedy tokens
 //! must be identical.
 
+mod common;
+use common::{argmax, logit_rows as rows, max_diff};
 use fucina::prelude::*;
 use fucina_models::llm::KvType;
 use fucina_models::llm::LogitRows;
@@ -17,23 +19,6 @@ const TOL: f32 = 5e-5;
 
 fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-fn rows(v: &serde_json::Value) -> Vec<Vec<f32>> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
-        .collect()
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as u32
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 fn check(backend: BackendKind, threads: usize, cache_dtype: DType, tol: f32) {

@@ -71,3 +71,23 @@ pub fn closeness(a: &[f32], b: &[f32]) -> (f64, f32) {
     let dmax = a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     (dot / (na * nb), dmax / amax)
 }
+
+/// A golden's logits rows (`[[f64]]` JSON) as f32.
+pub fn logit_rows(v: &serde_json::Value) -> Vec<Vec<f32>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
+        .collect()
+}
+
+/// The index of the largest value (the first on ties).
+pub fn argmax(v: &[f32]) -> u32 {
+    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as u32
+}
+
+/// The largest absolute difference of two equally long slices.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
