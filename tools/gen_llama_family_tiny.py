@@ -30,7 +30,6 @@ import tarfile
 import tempfile
 
 import torch
-from tokenizers import Tokenizer, Regex, models, pre_tokenizers, decoders, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from gen_kquant_goldens import SDIST, cache, ggml_sources
@@ -49,17 +48,7 @@ LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>"
 
 
 def llama3_tokenizer():
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer=trainer)
-    tok.add_special_tokens(LLAMA3_SPECIALS)
-    return tok
+    return train_tokenizer(LLAMA3_PATTERN, nfc=False, specials=LLAMA3_SPECIALS)
 
 
 def spm_tokenizer(d):

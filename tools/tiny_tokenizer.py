@@ -34,16 +34,19 @@ CORPUS += [
     "I'm sure it's fine, they'll see what we've done, you'd agree, she's RIGHT. DON'T SHOUT.",
 ] * 20
 
-def train_tokenizer():
+def train_tokenizer(pattern=QWEN2_PATTERN, nfc=True, specials=SPECIALS):
+    """Qwen2's set-up by default; other split patterns, no normalizer, other specials for
+    the other families' tiny vocabularies (tools/gen_llama_family_tiny.py)."""
     tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
+    if nfc:
+        tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(CORPUS, trainer=trainer)
-    tok.add_special_tokens(SPECIALS)
+    tok.add_special_tokens(specials)
     return tok
