@@ -223,4 +223,12 @@ fn attention_and_rope() {
             weigh(t::<axes![seq, head, head_dim]>(&v[0]).rope(&cos, &sin, style)?)
         });
     }
+    // Partial: the leading 4 of 6 values rotate, the gradient of the other 2 passes through.
+    let cos = Tensor::<axes![seq, head_dim]>::from_vec(values(36, 6), &[3, 2]).unwrap();
+    let sin = Tensor::<axes![seq, head_dim]>::from_vec(values(37, 6), &[3, 2]).unwrap();
+    for style in [RopeStyle::Halves, RopeStyle::Pairs] {
+        check("partial rope", std::slice::from_ref(&x), |v| {
+            weigh(t::<axes![seq, head, head_dim]>(&v[0]).rope(&cos, &sin, style)?)
+        });
+    }
 }

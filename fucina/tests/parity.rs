@@ -378,5 +378,30 @@ fn rope_matches_scalar_and_rotates() {
         }
     }
     let bad = Tensor::<axes![seq, head_dim]>::zeros(&[4, 4]).unwrap();
+    let wide = Tensor::<axes![seq, head_dim]>::zeros(&[s, d / 2 + 1]).unwrap();
+    assert!(x.rope(&wide, &wide, RopeStyle::Halves).is_err(), "tables wider than half the head");
     assert!(x.rope(&bad, &bad, RopeStyle::Halves).unwrap_err().to_string().contains("tables"));
+}
+
+/// Partial rotary embedding (tables narrower than half the head): the leading `2n` values
+/// rotate exactly as a whole-head rope of width `2n` would, the rest pass through unchanged.
+#[test]
+fn partial_rope_rotates_the_leading_part_only() {
+    use fucina::ops::RopeStyle;
+    let (s, h, d, n) = (4, 2, 12, 2);
+    let x = Tensor::<axes![seq, head, head_dim]>::from_vec(values(7, s * h * d), &[s, h, d]).unwrap();
+    let ang: Vec<f32> = values(8, s * n).iter().map(|v| v * 3.0).collect();
+    let cos = Tensor::<axes![seq, head_dim]>::from_vec(ang.iter().map(|a| a.cos()).collect(), &[s, n]).unwrap();
+    let sin = Tensor::<axes![seq, head_dim]>::from_vec(ang.iter().map(|a| a.sin()).collect(), &[s, n]).unwrap();
+    for style in [RopeStyle::Halves, RopeStyle::Pairs] {
+        let (sc, nat) = on_both(|| x.rope(&cos, &sin, style).unwrap().to_f32_vec());
+        assert_close("partial rope", &nat, &sc, 1e-6, 1e-6);
+        let lead = x.narrow::<head_dim>(0, 2 * n).unwrap().rope(&cos, &sin, style).unwrap();
+        let tail = x.narrow::<head_dim>(2 * n, d - 2 * n).unwrap();
+        let want = Tensor::concat::<head_dim>(&[&lead, &tail]).unwrap().to_f32_vec();
+        assert_eq!(sc, want, "{style:?}");
+        let xv = x.to_f32_vec();
+        assert!((0..s * h).all(|r| sc[r * d + 2 * n..(r + 1) * d] == xv[r * d + 2 * n..(r + 1) * d]));
+        assert!((0..s * h).any(|r| sc[r * d..r * d + 2 * n] != xv[r * d..r * d + 2 * n]), "{style:?} rotated nothing");
+    }
 }

@@ -388,21 +388,22 @@ pub trait Kernels: Send + Sync + 'static {
     /// `out[idx] = if cond[idx] != 0 { t[idx] } else { f[idx] }` over `shape`, operands strided.
     fn select(&self, shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>, out: &mut [f32]);
     /// Rotary position embedding of contiguous `x [s, r, d]` (`r` rows per position) by the
-    /// tables `cos`, `sin` `[s, d/2]`: pair `(x[a], x[b])` becomes `(x[a] c - x[b] s,
-    /// x[b] c + x[a] s)`, where pair `i` is `(i, i + d/2)` (halves, NeoX) or `(2i, 2i + 1)`
-    /// (`pairs`, GPT-J). Negating `sin` gives the inverse rotation.
+    /// tables `cos`, `sin` `[s, n]` (`2n <= d`): pair `(x[a], x[b])` becomes `(x[a] c - x[b] s,
+    /// x[b] c + x[a] s)`, where pair `i < n` is `(i, i + n)` (halves, NeoX) or `(2i, 2i + 1)`
+    /// (`pairs`, GPT-J); the values past `2n` are copied (partial rotary embedding). Negating
+    /// `sin` gives the inverse rotation.
     #[allow(clippy::too_many_arguments)]
-    fn rope(&self, x: &[f32], r: usize, d: usize, cos: &[f32], sin: &[f32], pairs: bool, out: &mut [f32]) {
-        let half = d / 2;
+    fn rope(&self, x: &[f32], r: usize, d: usize, n: usize, cos: &[f32], sin: &[f32], pairs: bool, out: &mut [f32]) {
         for (p, (xs, os)) in x.chunks_exact(r * d).zip(out.chunks_exact_mut(r * d)).enumerate() {
-            let (c, sn) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
+            let (c, sn) = (&cos[p * n..(p + 1) * n], &sin[p * n..(p + 1) * n]);
             for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
-                for i in 0..half {
-                    let (a, b) = if pairs { (2 * i, 2 * i + 1) } else { (i, i + half) };
+                for i in 0..n {
+                    let (a, b) = if pairs { (2 * i, 2 * i + 1) } else { (i, i + n) };
                     let (xa, xb) = (xr[a], xr[b]);
                     or[a] = xa * c[i] - xb * sn[i];
                     or[b] = xb * c[i] + xa * sn[i];
                 }
+                or[2 * n..].copy_from_slice(&xr[2 * n..]);
             }
         }
     }
