@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
-pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "deepseek2"];
+pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "deepseek2"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {
@@ -66,7 +66,10 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     }
     let model = Qwen3::load(&file)?;
     let c = &model.config;
-    let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
+    let experts = c.moe.as_ref().map_or(String::new(), |m| {
+        let shared = if m.shared > 0 { format!(" + {} shared", m.shared) } else { String::new() };
+        format!(", {} of {} experts{shared} ({:?} routing)", m.routing.used, m.experts, m.routing.gating)
+    });
     let summary = format!(
         "{}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}{}",
         file.arch,

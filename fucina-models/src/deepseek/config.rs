@@ -3,14 +3,8 @@
 use crate::llm::weights::{product, ModelFile};
 use fucina::prelude::*;
 
-/// How router logits become expert scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gating {
-    /// Softmax over experts (DeepSeek-V2).
-    Softmax,
-    /// Independent sigmoids, chosen with a per-expert bias (DeepSeek-V3).
-    Sigmoid,
-}
+pub use crate::llm::moe::Gating;
+use crate::llm::moe::Routing;
 
 /// The mixture-of-experts part.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +27,20 @@ pub struct MoeConfig {
     pub groups: usize,
     /// Groups a token may use.
     pub groups_used: usize,
+}
+
+impl MoeConfig {
+    /// The routing settings.
+    pub fn routing(&self) -> Routing {
+        Routing {
+            used: self.used,
+            gating: self.gating,
+            groups: self.groups,
+            groups_used: self.groups_used,
+            norm_topk: self.norm_topk,
+            scale: self.scale,
+        }
+    }
 }
 
 /// YaRN context extension of the rotary part.

@@ -9,12 +9,12 @@
 //! over `[c, k_rope]`, so the cache holds `kv_lora + qk_rope` values per position for all
 //! heads together, and keys and values are never decompressed.
 
-use super::config::{DeepSeekConfig, Gating, MoeConfig};
+use super::config::{DeepSeekConfig, MoeConfig};
 use super::experts::{ExpertBudget, ExpertStore};
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
-use crate::llm::moe::top_k;
+use crate::llm::moe::route;
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use crate::qwen3::model::Mlp;
@@ -310,7 +310,7 @@ impl DeepSeek {
         let h = x.rms_norm::<hidden>(Some(ffn_norm), self.config.rms_eps)?;
         let logits = next.router.forward(&h)?.to_f32_vec();
         for lg in logits.chunks_exact(next.cfg.experts) {
-            for e in route(&next.cfg, next.bias.as_deref(), lg).0 {
+            for e in route(&next.cfg.routing(), next.bias.as_deref(), lg).0 {
                 next.experts.prefetch(e);
             }
         }
@@ -396,9 +396,9 @@ impl Moe {
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Routed> {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
         let logits = self.router.forward(x)?.to_f32_vec();
-        let n = self.cfg.experts;
+        let (n, routing) = (self.cfg.experts, self.cfg.routing());
         let (assigned, chosen) =
-            crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.cfg, self.bias.as_deref(), lg)));
+            crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&routing, self.bias.as_deref(), lg)));
         let mut y = match &self.shared {
             Some(m) => m.forward(x)?.to_f32_vec(),
             None => vec![0.0f32; s * h],
@@ -406,57 +406,6 @@ impl Moe {
         crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts.get(e)?.forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
     }
-}
-
-/// The experts of one token and their weights: softmax (V2) or sigmoid plus selection bias
-/// (V3) scores, limited to the best `groups_used` groups (V2: a group's best score; V3: the
-/// sum of its two best biased scores), top `used`, optionally renormalized, times `scale`.
-pub fn route(cfg: &MoeConfig, bias: Option<&[f32]>, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
-    let n = logits.len();
-    let scores: Vec<f32> = match cfg.gating {
-        Gating::Softmax => {
-            let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let e: Vec<f32> = logits.iter().map(|v| (v - m).exp()).collect();
-            let z: f32 = e.iter().sum();
-            e.iter().map(|v| v / z).collect()
-        }
-        Gating::Sigmoid => logits.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect(),
-    };
-    let mut choice: Vec<f32> = match bias {
-        Some(b) => scores.iter().zip(b).map(|(s, b)| s + b).collect(),
-        None => scores.clone(),
-    };
-    if cfg.groups > 1 && cfg.groups_used < cfg.groups {
-        let per = n / cfg.groups;
-        let group_score: Vec<f32> = (0..cfg.groups)
-            .map(|g| {
-                let mut v: Vec<f32> = choice[g * per..(g + 1) * per].to_vec();
-                v.sort_by(|a, b| b.total_cmp(a));
-                match cfg.gating {
-                    Gating::Softmax => v[0],
-                    Gating::Sigmoid => v.iter().take(2).sum(),
-                }
-            })
-            .collect();
-        let keep = top_k(&group_score, cfg.groups_used);
-        for g in 0..cfg.groups {
-            if !keep.contains(&g) {
-                let masked = match cfg.gating {
-                    Gating::Softmax => 0.0,
-                    Gating::Sigmoid => f32::NEG_INFINITY,
-                };
-                choice[g * per..(g + 1) * per].fill(masked);
-            }
-        }
-    }
-    let ids = top_k(&choice, cfg.used);
-    let mut w: Vec<f32> = ids.iter().map(|&e| scores[e]).collect();
-    if cfg.norm_topk {
-        let z: f32 = w.iter().sum::<f32>() + 1e-20;
-        w.iter_mut().for_each(|v| *v /= z);
-    }
-    w.iter_mut().for_each(|v| *v *= cfg.scale);
-    (ids, w)
 }
 
 impl crate::llm::generate::CausalLm for DeepSeek {

@@ -1,5 +1,7 @@
-//! Mixture-of-experts plumbing shared by the MoE models: choosing the top experts, and
-//! running each expert on the rows routed to it with the weighted sum back in place.
+//! Mixture-of-experts plumbing shared by the MoE models: routing (softmax as Qwen3-MoE and
+//! DeepSeek-V2, biased sigmoid with group limits as DeepSeek-V3 and GLM-4.5), choosing the top
+//! experts, and running each expert on the rows routed to it with the weighted sum back in
+//! place.
 
 use fucina::prelude::*;
 
@@ -9,6 +11,93 @@ pub fn top_k(v: &[f32], k: usize) -> Vec<usize> {
     idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
     idx.truncate(k);
     idx
+}
+
+/// How router logits become expert scores (llama.cpp's `expert_gating_func`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gating {
+    /// Softmax over experts (Qwen3-MoE, DeepSeek-V2).
+    Softmax,
+    /// Independent sigmoids, chosen with a per-expert bias (DeepSeek-V3, GLM-4.5).
+    Sigmoid,
+}
+
+/// How a token picks its experts and weighs them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Routing {
+    /// Experts each token is routed to.
+    pub used: usize,
+    /// Score function.
+    pub gating: Gating,
+    /// Expert groups (1: no group limit).
+    pub groups: usize,
+    /// Groups a token may use.
+    pub groups_used: usize,
+    /// Renormalize the chosen weights to sum to 1 before scaling.
+    pub norm_topk: bool,
+    /// Factor on the chosen weights (`routed_scaling_factor`).
+    pub scale: f32,
+}
+
+/// The experts of one token (`logits`: its router row) and their weights: softmax or sigmoid
+/// scores, plus the selection `bias` for choosing only (DeepSeek-V3's
+/// `e_score_correction_bias`), limited to the best `groups_used` groups (softmax: a group's
+/// best score; sigmoid: the sum of its two best biased scores), top `used`, optionally
+/// renormalized, times `scale`.
+///
+/// ```
+/// use fucina_models::llm::moe::{route, Gating, Routing};
+/// let r = Routing { used: 2, gating: Gating::Softmax, groups: 1, groups_used: 1, norm_topk: true, scale: 1.0 };
+/// let (ids, w) = route(&r, None, &[0.0, 2.0, 1.0, -1.0]);
+/// assert_eq!(ids, [1, 2]);
+/// assert!((w[0] + w[1] - 1.0).abs() < 1e-6 && w[0] > w[1]);
+/// ```
+pub fn route(r: &Routing, bias: Option<&[f32]>, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
+    let n = logits.len();
+    let scores: Vec<f32> = match r.gating {
+        Gating::Softmax => {
+            let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f32> = logits.iter().map(|v| (v - m).exp()).collect();
+            let z: f32 = e.iter().sum();
+            e.iter().map(|v| v / z).collect()
+        }
+        Gating::Sigmoid => logits.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect(),
+    };
+    let mut choice: Vec<f32> = match bias {
+        Some(b) => scores.iter().zip(b).map(|(s, b)| s + b).collect(),
+        None => scores.clone(),
+    };
+    if r.groups > 1 && r.groups_used < r.groups {
+        let per = n / r.groups;
+        let group_score: Vec<f32> = (0..r.groups)
+            .map(|g| {
+                let mut v: Vec<f32> = choice[g * per..(g + 1) * per].to_vec();
+                v.sort_by(|a, b| b.total_cmp(a));
+                match r.gating {
+                    Gating::Softmax => v[0],
+                    Gating::Sigmoid => v.iter().take(2).sum(),
+                }
+            })
+            .collect();
+        let keep = top_k(&group_score, r.groups_used);
+        for g in 0..r.groups {
+            if !keep.contains(&g) {
+                let masked = match r.gating {
+                    Gating::Softmax => 0.0,
+                    Gating::Sigmoid => f32::NEG_INFINITY,
+                };
+                choice[g * per..(g + 1) * per].fill(masked);
+            }
+        }
+    }
+    let ids = top_k(&choice, r.used);
+    let mut w: Vec<f32> = ids.iter().map(|&e| scores[e]).collect();
+    if r.norm_topk {
+        let z: f32 = w.iter().sum::<f32>() + 1e-20;
+        w.iter_mut().for_each(|v| *v /= z);
+    }
+    w.iter_mut().for_each(|v| *v *= r.scale);
+    (ids, w)
 }
 
 /// For each expert, the rows routed to it and their weights.

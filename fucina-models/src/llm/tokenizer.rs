@@ -52,6 +52,10 @@ pub struct Tokenizer {
     splits: Vec<fancy_regex::Regex>,
     /// NFC-normalize before splitting (Qwen2).
     nfc: bool,
+    /// A pre-token that is itself a (non-control) token is that token, whatever the merges
+    /// would make of it (llama.cpp's `ignore_merges`, HF's `BPE.ignore_merges`: Llama 3,
+    /// GLM-4.5).
+    ignore_merges: bool,
     /// A SentencePiece vocabulary's encoder (instead of the byte-level BPE).
     spm: Option<super::spm::Spm>,
     /// The BOS token a raw completion prompt starts with (`tokenizer.ggml.add_bos_token`).
@@ -203,16 +207,19 @@ impl Tokenizer {
             None
         };
         let pre = h.get("tokenizer.ggml.pre").and_then(|v| v.as_str()).unwrap_or("qwen2");
-        let (patterns, nfc): (Vec<&str>, bool) = match pre {
+        let (patterns, nfc, ignore_merges): (Vec<&str>, bool, bool) = match pre {
             // A SentencePiece vocabulary has no pre-tokenizer.
-            _ if spm.is_some() => (Vec::new(), false),
-            "qwen2" | "default" => (vec![QWEN2_PATTERN], true),
-            "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false),
+            _ if spm.is_some() => (Vec::new(), false, false),
+            "qwen2" | "default" => (vec![QWEN2_PATTERN], true, false),
+            "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false, false),
             // Llama 3 and the families llama.cpp files under the same split.
-            "llama-bpe" | "llama3" | "smaug-bpe" => (vec![LLAMA3_PATTERN], false),
+            "llama-bpe" | "llama3" | "llama-v3" => (vec![LLAMA3_PATTERN], false, true),
+            "smaug-bpe" => (vec![LLAMA3_PATTERN], false, false),
+            // GLM-4 and GLM-4.5: Llama 3's split (llama.cpp's `chatglm4` pre-tokenizer).
+            "glm4" | "chatglm-bpe" => (vec![LLAMA3_PATTERN], false, pre == "glm4"),
             other => {
                 return Err(bad(format!(
-                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe and deepseek-v3 are)"
+                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe, glm4 and deepseek-v3 are)"
                 )));
             }
         };
@@ -230,6 +237,7 @@ impl Tokenizer {
             control,
             splits,
             nfc,
+            ignore_merges,
             spm,
             bos: match (h.get("tokenizer.ggml.add_bos_token"), h.get("tokenizer.ggml.bos_token_id")) {
                 (Some(Value::Bool(true)), Some(id)) => {
@@ -340,7 +348,15 @@ impl Tokenizer {
             }
             pieces = next;
         }
+        let chars = if self.ignore_merges { Some(byte_chars()) } else { None };
         for p in pieces {
+            if let Some(chars) = &chars {
+                let whole: String = p.bytes().map(|b| chars[b as usize]).collect();
+                if let Some(&id) = self.by_str.get(&whole).filter(|&&id| !self.is_control(id)) {
+                    out.push(id);
+                    continue;
+                }
+            }
             self.bpe(p, out)?;
         }
         Ok(())

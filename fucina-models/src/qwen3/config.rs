@@ -1,24 +1,31 @@
-//! Hyper-parameters of the decoder family (`llama`, `qwen2`, `qwen3`, `qwen3moe`), read from
-//! GGUF metadata. The families differ as data: per-head q/k norms (Qwen3), q/k/v biases
-//! (Qwen2, and Llamas whose files have them), the rotation layout (llama.cpp's converter
-//! permutes a `llama` file's q/k rows for interleaved pairs), per-pair frequency factors
-//! (Llama 3's `rope_freqs`) and linear position scaling.
+//! Hyper-parameters of the decoder family (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `glm4moe`),
+//! read from GGUF metadata. The families differ as data: per-head q/k norms (Qwen3, GLM-4.5
+//! where the file has them), q/k/v biases (Qwen2, GLM-4.5, and Llamas whose files have them),
+//! the rotation layout (llama.cpp's converter permutes a `llama` file's q/k rows for
+//! interleaved pairs), the rotated width (GLM-4.5 rotates half of each head), per-pair
+//! frequency factors (Llama 3's `rope_freqs`), linear position scaling, and the experts:
+//! softmax routing (Qwen3-MoE) or DeepSeek-V3's biased sigmoid with groups, shared experts
+//! and leading dense layers (GLM-4.5).
 
+use crate::llm::moe::{Gating, Routing};
 use crate::llm::weights::{product, ModelFile};
 use fucina::ops::RopeStyle;
 use fucina::prelude::*;
 
-/// The mixture-of-experts part of a Qwen3-MoE config.
+/// The mixture-of-experts part of a config (Qwen3-MoE, GLM-4.5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoeConfig {
-    /// Experts per layer.
+    /// Routed experts per layer.
     pub experts: usize,
-    /// Experts each token is routed to.
-    pub used: usize,
     /// SwiGLU inner width of one expert.
     pub expert_ffn: usize,
-    /// Whether the chosen experts' softmax weights are renormalized to sum to 1.
-    pub norm_topk: bool,
+    /// Shared experts, run on every token as one SwiGLU of `shared * expert_ffn` width.
+    pub shared: usize,
+    /// Leading layers that keep a dense SwiGLU of width `ffn` (GLM-4.5's
+    /// `first_k_dense_replace`).
+    pub dense_lead: usize,
+    /// How tokens choose their experts.
+    pub routing: Routing,
 }
 
 /// The shape of a Qwen3 model (dense, or MoE when `moe` is set).
@@ -54,14 +61,20 @@ pub struct Qwen3Config {
     pub rope_style: RopeStyle,
     /// Positions are divided by this (`rope.scaling.type = linear`; 1 otherwise).
     pub rope_linear: f32,
+    /// The leading values of each head that RoPE rotates (`head_dim`, or less for a partial
+    /// rotary embedding).
+    pub rope_dims: usize,
+    /// Multi-token-prediction layers the file carries after the `layers` blocks (GLM-4.5's
+    /// `nextn` layer), not part of the decoder.
+    pub nextn: usize,
 }
 
 /// The architectures this config reads.
-pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama"];
+pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe"];
 
 impl Qwen3Config {
-    /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2` or `llama` GGUF, checking that the
-    /// sizes agree and refusing what this decoder does not do (partial or YaRN-scaled RoPE).
+    /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF, checking
+    /// that the sizes agree and refusing what this decoder does not do (YaRN-scaled RoPE).
     pub fn from_file(f: &ModelFile) -> Result<Qwen3Config> {
         if !DECODER_ARCHITECTURES.contains(&f.arch.as_str()) {
             return Err(FucinaError::Format {
@@ -78,8 +91,40 @@ impl Qwen3Config {
             None => 0,
         };
         let emb = f.gguf.tensor_info("token_embd.weight")?.shape();
+        let bad = |msg: String| FucinaError::Format { format: "gguf", msg };
+        let blocks = f.usize("block_count")?;
+        let nextn = f.opt_usize("nextn_predict_layers")?.unwrap_or(0);
+        if nextn >= blocks {
+            return Err(bad(format!("{nextn} next-token-prediction layers of {blocks} blocks leave no decoder")));
+        }
+        let moe = if f.arch == "qwen3moe" || f.arch == "glm4moe" {
+            let gating = match f.opt_usize("expert_gating_func")? {
+                None | Some(0) | Some(1) => Gating::Softmax,
+                Some(2) => Gating::Sigmoid,
+                Some(other) => {
+                    return Err(bad(format!("expert_gating_func {other} is not supported (1 softmax, 2 sigmoid)")))
+                }
+            };
+            Some(MoeConfig {
+                experts: f.usize("expert_count")?,
+                expert_ffn: f.usize("expert_feed_forward_length")?,
+                shared: f.opt_usize("expert_shared_count")?.unwrap_or(0),
+                dense_lead: f.opt_usize("leading_dense_block_count")?.unwrap_or(0),
+                routing: Routing {
+                    used: f.usize("expert_used_count")?,
+                    gating,
+                    groups: f.opt_usize("expert_group_count")?.unwrap_or(1).max(1),
+                    groups_used: f.opt_usize("expert_group_used_count")?.unwrap_or(1).max(1),
+                    // llama.cpp renormalizes Qwen3-MoE's top-k weights unless told otherwise.
+                    norm_topk: f.bool_or("expert_weights_norm", f.arch == "qwen3moe")?,
+                    scale: f.f32_or("expert_weights_scale", 1.0)?,
+                },
+            })
+        } else {
+            None
+        };
         let c = Qwen3Config {
-            layers: f.usize("block_count")?,
+            layers: blocks - nextn,
             hidden,
             ffn: f.usize("feed_forward_length")?,
             heads,
@@ -90,18 +135,9 @@ impl Qwen3Config {
             // llama.cpp's defaults where a file has no value.
             rope_theta: f.f32_or("rope.freq_base", if qwen3 { 1_000_000.0 } else { 10_000.0 })?,
             rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", if qwen3 { 1e-6 } else { 1e-5 })?,
-            moe: if f.arch == "qwen3moe" {
-                Some(MoeConfig {
-                    experts: f.usize("expert_count")?,
-                    used: f.usize("expert_used_count")?,
-                    expert_ffn: f.usize("expert_feed_forward_length")?,
-                    // llama.cpp renormalizes Qwen3-MoE's top-k weights unless told otherwise.
-                    norm_topk: f.bool_or("expert_weights_norm", true)?,
-                })
-            } else {
-                None
-            },
-            qk_norm: qwen3,
+            moe,
+            // Required in Qwen3 files; GLM-4.5 has them where its config says `use_qk_norm`.
+            qk_norm: qwen3 || f.has("blk.0.attn_q_norm.weight"),
             qkv_bias: f.has("blk.0.attn_q.bias"),
             rope_style: if f.arch == "llama" { RopeStyle::Pairs } else { RopeStyle::Halves },
             rope_linear: match f.gguf.header().get(&format!("{}.rope.scaling.type", f.arch)).and_then(|v| v.as_str()) {
@@ -117,15 +153,9 @@ impl Qwen3Config {
                     })
                 }
             },
+            rope_dims: f.opt_usize("rope.dimension_count")?.unwrap_or(head_dim),
+            nextn,
         };
-        if let Some(d) = f.opt_usize("rope.dimension_count")? {
-            if d != c.head_dim {
-                return Err(FucinaError::Format {
-                    format: "gguf",
-                    msg: format!("RoPE over {d} of {} head dimensions is not supported here", c.head_dim),
-                });
-            }
-        }
         if !(c.rope_linear.is_finite() && c.rope_linear > 0.0) {
             return Err(FucinaError::Format { format: "gguf", msg: format!("RoPE scaling factor {}", c.rope_linear) });
         }
@@ -134,7 +164,13 @@ impl Qwen3Config {
         Ok(c)
     }
 
-    /// Checks the sizes: nonzero, heads divisible by kv heads, even head width.
+    /// Whether layer `l` routes to experts.
+    pub fn is_moe(&self, l: usize) -> bool {
+        self.moe.as_ref().is_some_and(|m| l >= m.dense_lead)
+    }
+
+    /// Checks the sizes: nonzero, heads divisible by kv heads, even head and rotary widths,
+    /// routing that can be satisfied.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(FucinaError::Format { format: "gguf", msg });
         for (name, v) in [
@@ -152,12 +188,28 @@ impl Qwen3Config {
             }
         }
         if let Some(m) = &self.moe {
-            if m.experts == 0 || m.used == 0 || m.used > m.experts || m.expert_ffn == 0 {
+            let r = &m.routing;
+            if m.experts == 0 || r.used == 0 || r.used > m.experts || m.expert_ffn == 0 {
                 return bad(format!(
-                    "qwen3moe routes to {} of {} experts of width {}: need 0 < used <= experts and a width",
-                    m.used, m.experts, m.expert_ffn
+                    "routing to {} of {} experts of width {}: need 0 < used <= experts and a width",
+                    r.used, m.experts, m.expert_ffn
                 ));
             }
+            if !m.experts.is_multiple_of(r.groups) || r.groups_used > r.groups {
+                return bad(format!("{} experts in {} groups, {} used", m.experts, r.groups, r.groups_used));
+            }
+            if r.groups_used * (m.experts / r.groups) < r.used {
+                return bad(format!(
+                    "{} groups of {} experts cannot supply {} experts",
+                    r.groups_used,
+                    m.experts / r.groups,
+                    r.used
+                ));
+            }
+            if !(r.scale.is_finite() && r.scale > 0.0) {
+                return bad(format!("expert weights scale {}", r.scale));
+            }
+            product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
         }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!("{} query heads do not split into {} kv groups", self.heads, self.kv_heads));
@@ -171,6 +223,12 @@ impl Qwen3Config {
         }
         if !self.head_dim.is_multiple_of(2) {
             return bad(format!("head width {} is odd, RoPE needs pairs", self.head_dim));
+        }
+        if self.rope_dims == 0 || !self.rope_dims.is_multiple_of(2) || self.rope_dims > self.head_dim {
+            return bad(format!(
+                "RoPE over {} of {} head dimensions: need an even width, at most the head",
+                self.rope_dims, self.head_dim
+            ));
         }
         Ok(())
     }

@@ -1,9 +1,11 @@
-//! The decoder of the Llama family in the named-axes DSL — Qwen3, Qwen3-MoE, Qwen2 and Llama
-//! (Mistral's files are `llama` ones) — with what differs between them as config data:
-//! RMSNorm, grouped-query attention (with per-head q/k RMSNorm for Qwen3, q/k/v biases for
-//! Qwen2) and RoPE (halves, or the pairs of a `llama` file, with Llama 3's per-pair frequency
-//! factors or linear scaling), a SwiGLU MLP (dense) or a routed mixture of SwiGLU experts
-//! (Qwen3-MoE), tied or untied output. Matrices stay in the GGUF's format ([`QWeight`]:
+//! The decoder of the Llama family in the named-axes DSL — Qwen3, Qwen3-MoE, Qwen2, Llama
+//! (Mistral's files are `llama` ones) and GLM-4.5 — with what differs between them as config
+//! data: RMSNorm, grouped-query attention (with per-head q/k RMSNorm for Qwen3, q/k/v biases
+//! for Qwen2 and GLM-4.5) and RoPE (halves, or the pairs of a `llama` file, with Llama 3's
+//! per-pair frequency factors or linear scaling; over the leading half of each head in
+//! GLM-4.5), a SwiGLU MLP (dense) or a routed mixture of SwiGLU experts (Qwen3-MoE's softmax
+//! routing; GLM-4.5's DeepSeek-V3 routing with shared experts after leading dense layers),
+//! tied or untied output. Matrices stay in the GGUF's format ([`QWeight`]:
 //! f32/f16/bf16 or a quantized block format) and run through its kernels; norms and biases
 //! are f32 tensors.
 
@@ -11,7 +13,7 @@ use super::config::Qwen3Config;
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
-use crate::llm::moe::top_k;
+use crate::llm::moe::{route, Routing};
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use fucina::prelude::*;
@@ -67,21 +69,22 @@ pub struct Mlp {
     pub down: QWeight<hidden, ffn>,
 }
 
-/// A routed mixture of SwiGLU experts: each token goes to the `used` experts with the
-/// largest router softmax, weighted by those probabilities (renormalized if `norm_topk`).
+/// A routed mixture of SwiGLU experts: each token goes to the experts [`route`] chooses
+/// from its router row, weighted by their scores, plus the shared experts if any.
 #[derive(Module)]
 pub struct Moe {
     /// `[expert, hidden]` router.
     #[module(skip)]
     pub router: QWeight<expert, hidden>,
+    /// Per-expert selection bias (GLM-4.5's `e_score_correction_bias`).
+    pub bias: Option<Tensor<axes![expert]>>,
     /// The experts.
     pub experts: Vec<Mlp>,
-    /// Experts per token.
+    /// The shared experts as one SwiGLU.
+    pub shared: Option<Mlp>,
+    /// How each token picks its experts.
     #[module(skip)]
-    pub used: usize,
-    /// Renormalize the chosen experts' weights.
-    #[module(skip)]
-    pub norm_topk: bool,
+    pub routing: Routing,
 }
 
 /// The feed-forward of a block.
@@ -129,8 +132,9 @@ pub struct Qwen3 {
 }
 
 impl Qwen3 {
-    /// Loads a `qwen3`, `qwen3moe`, `qwen2` or `llama` GGUF (llama.cpp's tensor names),
-    /// leaving the matrices in the map.
+    /// Loads a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF (llama.cpp's tensor
+    /// names), leaving the matrices in the map. A `glm4moe` file's next-token-prediction
+    /// layer is not loaded.
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
         let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
@@ -157,14 +161,15 @@ impl Qwen3 {
                             None
                         },
                     },
-                    ffn_norm: f.dense(&n("ffn_norm"), &[h])?,
+                    // GLM-4.5's pre-feed-forward norm keeps the name of its Hugging Face
+                    // weight (`post_attention_layernorm`) in llama.cpp's files.
+                    ffn_norm: if f.has(&n("post_attention_norm")) && !f.has(&n("ffn_norm")) {
+                        f.dense(&n("post_attention_norm"), &[h])?
+                    } else {
+                        f.dense(&n("ffn_norm"), &[h])?
+                    },
                     ffn: match &c.moe {
-                        None => Ffn::Dense(Mlp {
-                            gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
-                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
-                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
-                        }),
-                        Some(m) => {
+                        Some(m) if c.is_moe(l) => {
                             let (e, w) = (m.experts, m.expert_ffn);
                             // Every expert stays resident here (no streaming), so each is
                             // repacked for this CPU like a dense matrix.
@@ -180,13 +185,30 @@ impl Qwen3 {
                                 .zip(downs)
                                 .map(|((gate, up), down)| Mlp { gate, up, down })
                                 .collect();
+                            let shared = if m.shared > 0 {
+                                let w = m.shared * m.expert_ffn;
+                                Some(Mlp {
+                                    gate: f.matrix(&n("ffn_gate_shexp"), w, h)?,
+                                    up: f.matrix(&n("ffn_up_shexp"), w, h)?,
+                                    down: f.matrix(&n("ffn_down_shexp"), h, w)?,
+                                })
+                            } else {
+                                None
+                            };
+                            let bias = format!("blk.{l}.exp_probs_b.bias");
                             Ffn::Moe(Moe {
                                 router: f.matrix(&n("ffn_gate_inp"), e, h)?,
+                                bias: if f.has(&bias) { Some(f.dense(&bias, &[e])?) } else { None },
                                 experts,
-                                used: m.used,
-                                norm_topk: m.norm_topk,
+                                shared,
+                                routing: m.routing,
                             })
                         }
+                        _ => Ffn::Dense(Mlp {
+                            gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
+                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                        }),
                     },
                 })
             })
@@ -195,16 +217,18 @@ impl Qwen3 {
         // Llama 3's per-pair factors divide the frequencies (llama.cpp's `rope_freqs`), and
         // linear scaling divides the positions, which is the same as dividing every one.
         let factors = if f.has("rope_freqs.weight") {
-            let t: Tensor<axes![head_dim]> = f.dense("rope_freqs.weight", &[c.head_dim / 2])?;
+            let t: Tensor<axes![head_dim]> = f.dense("rope_freqs.weight", &[c.rope_dims / 2])?;
             let v = t.to_f32_vec();
             if let Some(bad) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
                 return Err(FucinaError::Format { format: "gguf", msg: format!("rope_freqs holds {bad}") });
             }
             v
         } else {
-            vec![1.0; c.head_dim / 2]
+            vec![1.0; c.rope_dims / 2]
         };
-        let rope = Rope::new(c.head_dim, c.rope_theta)?.map_freqs(|i, x| x / factors[i] / c.rope_linear);
+        // Frequencies run over the rotated width: a partial rotation is a whole-head rotation
+        // of the leading `rope_dims` values.
+        let rope = Rope::new(c.rope_dims, c.rope_theta)?.map_freqs(|i, x| x / factors[i] / c.rope_linear);
         Ok(Qwen3 {
             embed: f.matrix("token_embd.weight", c.vocab, h)?,
             blocks,
@@ -245,7 +269,8 @@ impl Qwen3 {
                 Ffn::Moe(moe) => {
                     let r = &moe.router;
                     v.push((format!("blk.{l}.ffn_gate_inp"), r.ggml_type(), r.rows(), r.cols()));
-                    moe.experts.iter().enumerate().map(|(e, m)| (format!(".{e}"), m)).collect()
+                    let routed = moe.experts.iter().enumerate().map(|(e, m)| (format!(".{e}"), m));
+                    routed.chain(moe.shared.iter().map(|m| ("_shexp".to_string(), m))).collect()
                 }
             };
             for (suffix, m) in mlps {
@@ -368,22 +393,20 @@ impl Mlp {
 pub type Routed = (Tensor<axes![seq, hidden]>, Vec<Vec<u32>>);
 
 impl Moe {
-    /// Routes each row of `x` to its top experts and sums their outputs, weighted. Returns
-    /// the result and, per row, the chosen experts (ascending ids).
+    /// Routes each row of `x` to its top experts and sums their outputs, weighted, with the
+    /// shared experts' output. Returns the result and, per row, the chosen experts
+    /// (ascending ids).
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Routed> {
         let (s, h) = (x.size::<seq>(), x.size::<hidden>());
-        let probs = self.router.forward(x)?.softmax::<expert>()?.to_f32_vec();
+        let logits = self.router.forward(x)?.to_f32_vec();
+        let bias = self.bias.as_ref().map(|b| b.to_f32_vec());
         let n = self.experts.len();
-        let (assigned, chosen) = crate::llm::moe::assign(
-            n,
-            probs.chunks_exact(n).map(|p| {
-                let top = top_k(p, self.used);
-                let total: f32 = if self.norm_topk { top.iter().map(|&e| p[e]).sum() } else { 1.0 };
-                let w = top.iter().map(|&e| p[e] / total).collect();
-                (top, w)
-            }),
-        );
-        let mut y = vec![0.0f32; s * h];
+        let (assigned, chosen) =
+            crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.routing, bias.as_deref(), lg)));
+        let mut y = match &self.shared {
+            Some(m) => m.forward(x)?.to_f32_vec(),
+            None => vec![0.0f32; s * h],
+        };
         crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts[e].forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
     }

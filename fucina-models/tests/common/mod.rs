@@ -1,5 +1,8 @@
-//! Shared by the server tests: the `serve` binary started on a free loopback port.
+//! Shared by the integration tests: the `serve` binary started on a free loopback port,
+//! logit comparisons, and the checks of a decoder family's goldens ([`goldens`]).
 #![allow(dead_code)] // each test binary uses its own part
+
+pub mod goldens;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
