@@ -33,14 +33,33 @@ fn tiny_llama_and_qwen2_match_transformers_on_both_backends() {
     }
 }
 
-/// A raw completion prompt starts with BOS where the file says to add one, once.
+/// A raw completion prompt starts with BOS where the file says to add one, once; a file
+/// without `add_bos_token` gets llama.cpp's default for its vocabulary (Llama 3's
+/// pre-tokenizer and SentencePiece: yes; Qwen2's, GLM's: no).
 #[test]
 fn completion_prompts_get_bos_when_the_file_asks() {
     use fucina::formats::gguf::Value;
-    let f = fucina::formats::gguf::GgufFile::open(root().join("assets/llama-tiny-f32.gguf")).unwrap();
-    let mut h = f.header().clone();
-    let bos = h.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).unwrap() as u32;
     use fucina_models::llm::Tokenizer;
+    let header = |m: &str| fucina::formats::gguf::GgufFile::open(root().join(m)).unwrap().header().clone();
+    let starts_with_bos = |h: &fucina::formats::gguf::GgufHeader| {
+        let bos = h.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).unwrap() as u32;
+        Tokenizer::from_gguf(h).unwrap().encode_completion("hello").unwrap()[0] == bos
+    };
+    for (m, default) in [
+        ("assets/llama-tiny-f32.gguf", true),
+        ("assets/llama-spm-tiny-f32.gguf", true),
+        ("assets/qwen2-tiny-f32.gguf", false),
+        ("assets/glm4moe-tiny-f32.gguf", false),
+    ] {
+        let mut h = header(m);
+        assert!(h.get("tokenizer.ggml.add_bos_token").is_none(), "{m}");
+        assert_eq!(starts_with_bos(&h), default, "{m}: llama.cpp's default");
+        h.metadata.push(("tokenizer.ggml.add_bos_token".into(), Value::Bool(!default)));
+        assert_eq!(starts_with_bos(&h), !default, "{m}: the file's own flag");
+    }
+    let mut h = header("assets/llama-tiny-f32.gguf");
+    let bos = h.get("tokenizer.ggml.bos_token_id").and_then(|v| v.as_u64()).unwrap() as u32;
+    h.metadata.push(("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)));
     let plain = Tokenizer::from_gguf(&h).unwrap();
     assert_eq!(plain.encode_completion("hello").unwrap(), plain.encode("hello").unwrap());
     h.metadata.retain(|(k, _)| k != "tokenizer.ggml.add_bos_token");

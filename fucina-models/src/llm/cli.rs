@@ -40,6 +40,10 @@ pub struct LmArgs {
     /// The most tokens to generate per answer (0: only read the prompt).
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
+    /// Print the token ids of the `--prompt` or `--chat` prompt (one line, space-separated)
+    /// and stop, without running the model.
+    #[arg(long)]
+    pub print_ids: bool,
     /// Worker threads (default: all cores; at most 1024).
     #[arg(short, long)]
     pub threads: Option<usize>,
@@ -276,8 +280,16 @@ fn answer_batch(
     Ok(())
 }
 
+/// `--print-ids`: the ids on one line.
+fn print_ids(ids: &[u32]) -> Result<()> {
+    let line: Vec<String> = ids.iter().map(u32::to_string).collect();
+    println!("{}", line.join(" "));
+    Ok(())
+}
+
 /// Runs what the flags ask for: a completion, one chat answer, or the REPL (the default
 /// when neither `--prompt` nor `--chat` is given and stdin is interactive input).
+
 pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
     let tok = Tokenizer::from_gguf(header)?;
     let arch = header.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
@@ -358,6 +370,9 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     }
     if let Some(p) = &args.prompt {
         let ids = tok.encode_completion(p)?;
+        if args.print_ids {
+            return print_ids(&ids);
+        }
         print!("{p}");
         constrain(&mut sampler)?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
@@ -367,6 +382,9 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
     if let Some(c) = &args.chat {
         messages.push(Message::new(Role::User, c.clone()));
         let ids = tok.encode_prompt(&format.prompt(&messages, think))?;
+        if args.print_ids {
+            return print_ids(&ids);
+        }
         constrain(&mut sampler)?;
         let (_, stats) = generate(model, &tok, &mut cache, &ids, &mut sampler, &opts, &mut print)?;
         report(&stats);
@@ -399,6 +417,9 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         }
         messages.push(Message::new(Role::User, line));
         let ids = tok.encode_prompt(&format.prompt(&messages, think))?;
+        if args.print_ids {
+            return print_ids(&ids);
+        }
         constrain(&mut sampler)?;
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
         cache.truncate(common);

@@ -223,6 +223,7 @@ impl Tokenizer {
                 )));
             }
         };
+        let bos_by_default = spm.is_some() || matches!(pre, "llama-bpe" | "llama3" | "llama-v3");
         let splits = patterns
             .into_iter()
             .map(|p| fancy_regex::Regex::new(p).map_err(|e| bad(format!("split pattern: {e}"))))
@@ -239,8 +240,13 @@ impl Tokenizer {
             nfc,
             ignore_merges,
             spm,
+            // The file's `add_bos_token`; where it has none, llama.cpp's default for the
+            // vocabulary: SentencePiece and Llama 3's pre-tokenizer add BOS, the rest do not.
             bos: match (h.get("tokenizer.ggml.add_bos_token"), h.get("tokenizer.ggml.bos_token_id")) {
                 (Some(Value::Bool(true)), Some(id)) => {
+                    id.as_u64().filter(|&i| i < tokens.len() as u64).map(|i| i as u32)
+                }
+                (None, Some(id)) if bos_by_default => {
                     id.as_u64().filter(|&i| i < tokens.len() as u64).map(|i| i as u32)
                 }
                 _ => None,
