@@ -289,7 +289,6 @@ fn print_ids(ids: &[u32]) -> Result<()> {
 
 /// Runs what the flags ask for: a completion, one chat answer, or the REPL (the default
 /// when neither `--prompt` nor `--chat` is given and stdin is interactive input).
-
 pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<()> {
     let tok = Tokenizer::from_gguf(header)?;
     let arch = header.get("general.architecture").and_then(|v| v.as_str()).unwrap_or("");
