@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Qwen3's, DeepSeek-R1's, Llama 3.1's and Mistral's chat templates with tools, rendered by
+"""Qwen3's, DeepSeek-R1's, Llama 3.1's, Mistral's and GLM-4.6's chat templates, rendered by
 `transformers` (apply_chat_template, or its jinja environment).
 
 The templates are Qwen3-0.6B's and DeepSeek-R1's (its Distill-Qwen-32B release, the R1
@@ -30,6 +30,7 @@ TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja"
 LLAMA_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 MISTRAL_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja"
 DEEPSEEK_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+GLM_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/GLM-4.6.jinja"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in °C.",
@@ -107,6 +108,31 @@ MISTRAL_CASES = [
 ]
 
 
+# GLM-4.5/4.6 (GLM-4.6's template; GLM-4.5's differs only in the arguments check), without
+# the tools list: system and user turns, the thinking switch (`/nothink`, also when a user
+# already wrote it), reasoning kept only after the last user turn, tool calls with string and
+# JSON argument values, runs of tool results. A tool-call turn's content is "" (the template
+# would print a None content as the word "None").
+GLM_CASES = [
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], True),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], False),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello!"},
+      {"role": "user", "content": "Bye/nothink"}], False),
+    ([{"role": "user", "content": "Weather in Rome and the time?"},
+      {"role": "assistant", "content": "<think>\nTwo tools.\n</think>\n",
+       "tool_calls": [call("get_weather", {"city": "Rome", "days": 1}, "a"), call("now", {}, "b")]},
+      {"role": "tool", "tool_call_id": "a", "content": "{\"temp\": 21}"},
+      {"role": "tool", "tool_call_id": "b", "content": "12:00"}], True),
+    ([{"role": "system", "content": "You help."},
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": "<think>\nNeed the tool.\n</think>\n\n  Let me check. ",
+       "tool_calls": [call("get_weather", {"city": "Oslo", "note": "é ✓", "days": [1, 2]}, "c")]},
+      {"role": "tool", "tool_call_id": "c", "content": "snow"},
+      {"role": "assistant", "content": "It snows in Oslo."},
+      {"role": "user", "content": "Thanks!"}], False),
+]
+
+
 def template(name=TEMPLATE):
     ggml_sources()  # fetches and checks the sdist
     tar = os.path.join(cache, f"{SDIST}.tar.gz")
@@ -138,14 +164,20 @@ def main():
     mistral = _compile_jinja_template(template(MISTRAL_TEMPLATE))
     mistral_cases = [{"messages": m, "text": mistral.render(messages=m, bos_token="<s>", eos_token="</s>",
                                                             add_generation_prompt=True)} for m in MISTRAL_CASES]
+    glm = _compile_jinja_template(template(GLM_TEMPLATE))
+    glm_cases = [{"messages": m, "think": think,
+                  "text": glm.render(messages=m, add_generation_prompt=True, enable_thinking=think)}
+                 for m, think in GLM_CASES]
     with open(out, "w") as f:
         json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases,
                    "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases,
                    "llama_template": LLAMA_TEMPLATE, "llama_cases": llama_cases,
-                   "mistral_template": MISTRAL_TEMPLATE, "mistral_cases": mistral_cases}, f,
+                   "mistral_template": MISTRAL_TEMPLATE, "mistral_cases": mistral_cases,
+                   "glm_template": GLM_TEMPLATE, "glm_cases": glm_cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} + {len(mistral_cases)} conversations")
+    print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} + {len(mistral_cases)} + "
+          f"{len(glm_cases)} conversations")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-//! Qwen3's, DeepSeek-R1's, Llama 3.1's and Mistral's chat templates against `transformers`:
+//! Qwen3's, DeepSeek-R1's, Llama 3.1's, Mistral's and GLM-4.6's chat templates against `transformers`:
 //! conversations with tool definitions (Qwen3), assistant tool calls and tool results, parsed
 //! from OpenAI's message shape as the server parses them and rendered by fucina's ChatFormat,
 //! must give exactly the text transformers' jinja gives with the real templates (goldens
@@ -86,6 +86,24 @@ fn mistral_conversations_render_as_its_template_does() {
         let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
         let messages = parse_messages(&msgs).unwrap();
         let got = format.prompt_with_tools(&messages, &[], true).text_form();
+        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+    }
+}
+
+#[test]
+fn glm_conversations_render_as_its_template_does() {
+    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
+    let cases = golden["glm_cases"].as_array().unwrap();
+    assert!(cases.len() >= 5);
+    assert!(golden["glm_template"].as_str().unwrap().ends_with("GLM-4.6.jinja"));
+    // Detected from the vocabulary, as `serve` and the CLI do.
+    let format = ChatFormat::detect(|t| t == "[gMASK]" || t == "<|assistant|>", "glm4moe", None);
+    assert_eq!(format, ChatFormat::Glm4);
+    for (i, case) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let messages = parse_messages(&msgs).unwrap();
+        let think = case["think"].as_bool().unwrap();
+        let got = format.prompt(&messages, think).text_form();
         assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
     }
 }

@@ -109,6 +109,9 @@ pub enum ChatFormat {
     /// Mistral's (v0.3, Nemo): `<s>[INST]user[/INST]answer</s>`, the system prompt before the
     /// last user message.
     Mistral,
+    /// GLM-4.5/4.6: `[gMASK]<sop><|system|>\n...<|user|>\n...<|assistant|>`, thinking turned
+    /// off by `/nothink` on each user turn and an empty `<think></think>` after the prompt.
+    Glm4,
 }
 
 impl ChatFormat {
@@ -116,10 +119,12 @@ impl ChatFormat {
     /// it has `<|start_header_id|>`, Mistral's if the file's chat `template` writes `[INST]`,
     /// DeepSeek's
     /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
-    /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, ChatML
-    /// otherwise.
+    /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, GLM's
+    /// if it has `[gMASK]` and `<|assistant|>`, ChatML otherwise.
     pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str, template: Option<&str>) -> ChatFormat {
-        if has_token("<|im_start|>") {
+        if has_token("[gMASK]") && has_token("<|assistant|>") {
+            ChatFormat::Glm4
+        } else if has_token("<|im_start|>") {
             ChatFormat::ChatMl
         } else if has_token("<|start_header_id|>") {
             ChatFormat::Llama3
@@ -158,7 +163,7 @@ impl ChatFormat {
         match self {
             ChatFormat::ChatMl => Some(ToolSyntax::Hermes),
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => Some(ToolSyntax::DeepSeek),
-            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 | ChatFormat::Mistral => None,
+            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 | ChatFormat::Mistral | ChatFormat::Glm4 => None,
         }
     }
 
@@ -290,6 +295,7 @@ impl ChatFormat {
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => deepseek_prompt(self, &mut p, messages, tools, think),
             ChatFormat::Llama3 => llama3_prompt(&mut p, messages),
             ChatFormat::Mistral => mistral_prompt(&mut p, messages),
+            ChatFormat::Glm4 => glm4_prompt(&mut p, messages, think),
             ChatFormat::DeepSeekV2 => {
                 p.control(DS_BOS);
                 for m in messages {
@@ -315,6 +321,101 @@ impl ChatFormat {
         }
         p
     }
+}
+
+/// GLM-4.5/4.6 as their template renders them (without tools): every message in place —
+/// `<|system|>\n` and `<|user|>\n` turns (`/nothink` appended to each user turn when
+/// thinking is off, unless it ends so already); assistant turns as `<|assistant|>`, then
+/// `\n<think>REASONING</think>` for turns after the last user message that have reasoning
+/// and `\n<think></think>` otherwise, then `\n` and the trimmed answer if any, then each tool
+/// call as `\n<tool_call>NAME` with `\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>` per
+/// argument (strings as they are, other values as JSON) and `\n</tool_call>`; tool results
+/// as `\n<tool_response>\n...\n</tool_response>` after one `<|observation|>` per run. The
+/// answer's turn is `<|assistant|>`, with `\n<think></think>` when thinking is off.
+fn glm4_prompt(p: &mut Prompt, messages: &[Message], think: bool) {
+    p.control("[gMASK]");
+    p.control("<sop>");
+    let last_user = messages.iter().rposition(|m| m.role == Role::User);
+    for (i, m) in messages.iter().enumerate() {
+        match m.role {
+            Role::System => {
+                p.control("<|system|>");
+                p.text("\n");
+                p.text(&m.content);
+            }
+            Role::User => {
+                p.control("<|user|>");
+                p.text("\n");
+                p.text(&m.content);
+                if !think && !m.content.ends_with("/nothink") {
+                    p.text("/nothink");
+                }
+            }
+            Role::Assistant => {
+                let (mut content, mut reasoning) = (m.content.as_str(), "");
+                if let Some(end) = m.content.find("</think>") {
+                    let before = m.content[..end].trim_end_matches('\n');
+                    reasoning = before.rsplit("<think>").next().unwrap_or("").trim_start_matches('\n');
+                    content = m.content.rsplit("</think>").next().unwrap_or("").trim_start_matches('\n');
+                }
+                p.control("<|assistant|>");
+                p.text("\n");
+                p.control("<think>");
+                if last_user.is_none_or(|u| i > u) && !reasoning.is_empty() {
+                    p.text(py_strip(reasoning));
+                }
+                p.control("</think>");
+                if !py_strip(content).is_empty() {
+                    p.text("\n");
+                    p.text(py_strip(content));
+                }
+                for c in &m.tool_calls {
+                    p.text("\n");
+                    p.control("<tool_call>");
+                    p.text(&c.name);
+                    p.text("\n");
+                    if let Ok(serde_json::Value::Object(args)) = serde_json::from_str(&c.arguments) {
+                        for (k, v) in args {
+                            p.control("<arg_key>");
+                            p.text(&k);
+                            p.control("</arg_key>");
+                            p.text("\n");
+                            p.control("<arg_value>");
+                            match &v {
+                                serde_json::Value::String(v) => p.text(v),
+                                v => p.text(&py_json(v)),
+                            }
+                            p.control("</arg_value>");
+                            p.text("\n");
+                        }
+                    }
+                    p.control("</tool_call>");
+                }
+            }
+            Role::Tool => {
+                if i == 0 || messages[i - 1].role != Role::Tool {
+                    p.control("<|observation|>");
+                }
+                p.text("\n");
+                p.control("<tool_response>");
+                p.text("\n");
+                p.text(&m.content);
+                p.text("\n");
+                p.control("</tool_response>");
+            }
+        }
+    }
+    p.control("<|assistant|>");
+    if !think {
+        p.text("\n");
+        p.control("<think>");
+        p.control("</think>");
+    }
+}
+
+/// Python's `str.strip()`: whitespace off both ends.
+fn py_strip(s: &str) -> &str {
+    s.trim()
 }
 
 const DS_BOS: &str = "<｜begin▁of▁sentence｜>";

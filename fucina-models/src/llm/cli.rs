@@ -174,16 +174,26 @@ impl LmArgs {
     }
 }
 
-/// The ids that end an answer: the GGUF's EOS plus ChatML's end markers when present.
+/// The ids that end an answer: the GGUF's EOS, end-of-turn and end-of-message tokens, plus
+/// the families' end markers when present (ChatML's, DeepSeek's, Llama 3's, and GLM's next
+/// turns: `<|user|>`, `<|observation|>`).
 pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
-    let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
+    let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"]
         .iter()
         .filter_map(|k| h.get(k).and_then(|x| x.as_u64()))
         .filter(|&x| x < tok.vocab_size() as u64)
         .map(|x| x as u32)
         .collect();
-    for t in ["<|im_end|>", "<|endoftext|>", "<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"]
-    {
+    for t in [
+        "<|im_end|>",
+        "<|endoftext|>",
+        "<｜end▁of▁sentence｜>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|end_of_text|>",
+        "<|user|>",
+        "<|observation|>",
+    ] {
         v.extend(tok.token_id(t));
     }
     v.sort_unstable();
