@@ -2,7 +2,7 @@
 //! weights in real shapes (for benchmarks and tests; no download needed).
 
 use clap::Parser;
-use fucina_models::llm::synth::{self, DeepSeekShape, Qwen3Shape};
+use fucina_models::llm::synth::{self, DeepSeekShape, Glm4MoeShape, Qwen3Shape};
 use fucina_models::quantize::parse_target;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -17,7 +17,8 @@ struct Args {
     output: PathBuf,
     /// Shape preset: qwen3-0.6b, qwen3-small (4 layers, hidden 256), qwen3moe-small,
     /// llama3.2-1b, llama-small (qwen3-small's shapes as a `llama` file), deepseek-v2-lite,
-    /// deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small.
+    /// deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small, glm4.5-air,
+    /// glm4.5-mini (GLM-4.5-Air's structure at ~0.9B parameters), glm4moe-small.
     #[arg(long, default_value = "qwen3-0.6b")]
     preset: String,
     /// Storage format of the matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, …
@@ -59,6 +60,31 @@ fn main() {
     let a = Args::parse();
     let run = || -> fucina::Result<()> {
         let model = match a.preset.as_str() {
+            "glm4.5-air" | "glm4.5-mini" | "glm4moe-small" => {
+                let mut s = match a.preset.as_str() {
+                    "glm4.5-air" => Glm4MoeShape::GLM4_5_AIR,
+                    "glm4.5-mini" => Glm4MoeShape::GLM4_5_MINI,
+                    _ => Glm4MoeShape {
+                        layers: 3,
+                        hidden: 256,
+                        heads: 4,
+                        kv_heads: 2,
+                        head_dim: 64,
+                        ffn: 512,
+                        experts: 8,
+                        used: 2,
+                        expert_ffn: 128,
+                        vocab: 1024,
+                        context: 2048,
+                        qk_norm: true,
+                        ..Glm4MoeShape::GLM4_5_MINI
+                    },
+                };
+                if let Some(l) = a.layers {
+                    s.layers = l;
+                }
+                synth::glm4moe(&s)
+            }
             "deepseek-v2-lite" | "deepseek-moe-6g" | "deepseek-small" => {
                 let mut s = match a.preset.as_str() {
                     "deepseek-v2-lite" => DeepSeekShape::V2_LITE,
@@ -91,7 +117,7 @@ fn main() {
                     op: "synth",
                     msg: format!(
                         "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, llama3.2-1b, llama-small, \
-                         deepseek-v2-lite, deepseek-moe-6g, deepseek-small)",
+                         deepseek-v2-lite, deepseek-moe-6g, deepseek-small, glm4.5-air, glm4.5-mini, glm4moe-small)",
                         a.preset
                     ),
                 })?;

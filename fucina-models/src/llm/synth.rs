@@ -232,6 +232,147 @@ pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
     SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
 }
 
+/// GLM-4.5 shapes for [`glm4moe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Glm4MoeShape {
+    /// Transformer blocks (the leading `dense_lead` dense, the rest MoE).
+    pub layers: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Width of a head (half of it rotated).
+    pub head_dim: usize,
+    /// SwiGLU width of the dense layers.
+    pub ffn: usize,
+    /// Leading dense layers.
+    pub dense_lead: usize,
+    /// Routed experts per layer.
+    pub experts: usize,
+    /// Experts per token.
+    pub used: usize,
+    /// Shared experts.
+    pub shared: usize,
+    /// SwiGLU width of one expert.
+    pub expert_ffn: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Context length written to the metadata.
+    pub context: usize,
+    /// Per-head q/k RMSNorm (GLM-4.5 has them, GLM-4.5-Air does not).
+    pub qk_norm: bool,
+}
+
+impl Glm4MoeShape {
+    /// GLM-4.5-Air: 46 layers (the first dense), hidden 4096, 96/8 heads of 128, dense MLP
+    /// 10944, 128 experts of 1408 (8 used) plus one shared, vocab 151552, no q/k norms.
+    pub const GLM4_5_AIR: Glm4MoeShape = Glm4MoeShape {
+        layers: 46,
+        hidden: 4096,
+        heads: 96,
+        kv_heads: 8,
+        head_dim: 128,
+        ffn: 10_944,
+        dense_lead: 1,
+        experts: 128,
+        used: 8,
+        shared: 1,
+        expert_ffn: 1408,
+        vocab: 151_552,
+        context: 131_072,
+        qk_norm: false,
+    };
+
+    /// GLM-4.5-Air's structure scaled to about 0.9B parameters (for benchmarks): 12 layers,
+    /// hidden 1024, 16/4 heads of 128, dense MLP 2816, 32 experts of 512 (4 used) plus one
+    /// shared, the real vocabulary.
+    pub const GLM4_5_MINI: Glm4MoeShape = Glm4MoeShape {
+        layers: 12,
+        hidden: 1024,
+        heads: 16,
+        kv_heads: 4,
+        head_dim: 128,
+        ffn: 2816,
+        dense_lead: 1,
+        experts: 32,
+        used: 4,
+        shared: 1,
+        expert_ffn: 512,
+        vocab: 151_552,
+        context: 131_072,
+        qk_norm: false,
+    };
+}
+
+/// A GLM-4.5 in llama.cpp's `glm4moe` layout: q/k/v biases, RoPE over half of each head,
+/// DeepSeek-V3 routing (sigmoid, selection bias, weights renormalized and scaled by 2.5)
+/// with shared experts after the leading dense layers, untied output, no next-token
+/// prediction layer.
+pub fn glm4moe(s: &Glm4MoeShape) -> SynthModel {
+    let k = |n: &str| format!("glm4moe.{n}");
+    let mut metadata = common_metadata("glm4moe", s.context, s.hidden, s.ffn, s.layers, s.heads, s.kv_heads);
+    metadata.extend([
+        (k("attention.key_length"), Value::U32(s.head_dim as u32)),
+        (k("attention.value_length"), Value::U32(s.head_dim as u32)),
+        (k("rope.dimension_count"), Value::U32((s.head_dim / 2) as u32)),
+        (k("rope.freq_base"), Value::F32(1_000_000.0)),
+        (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
+        (k("expert_count"), Value::U32(s.experts as u32)),
+        (k("expert_used_count"), Value::U32(s.used as u32)),
+        (k("expert_shared_count"), Value::U32(s.shared as u32)),
+        (k("expert_feed_forward_length"), Value::U32(s.expert_ffn as u32)),
+        (k("leading_dense_block_count"), Value::U32(s.dense_lead as u32)),
+        (k("expert_gating_func"), Value::U32(2)),
+        (k("expert_weights_scale"), Value::F32(2.5)),
+        (k("expert_weights_norm"), Value::Bool(true)),
+        (k("expert_group_count"), Value::U32(1)),
+        (k("expert_group_used_count"), Value::U32(1)),
+    ]);
+    let (h, qd, kvd) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let bias = |name: String, n: usize| SynthTensor { name, shape: vec![n], init: Init::SmallF32(0.05) };
+    let mut t = vec![SynthTensor::matrix("token_embd.weight", s.vocab, h)];
+    for l in 0..s.layers {
+        let n = |x: &str| format!("blk.{l}.{x}.weight");
+        t.push(SynthTensor::norm(n("attn_norm"), h));
+        t.push(SynthTensor::matrix(n("attn_q"), qd, h));
+        t.push(bias(format!("blk.{l}.attn_q.bias"), qd));
+        t.push(SynthTensor::matrix(n("attn_k"), kvd, h));
+        t.push(bias(format!("blk.{l}.attn_k.bias"), kvd));
+        t.push(SynthTensor::matrix(n("attn_v"), kvd, h));
+        t.push(bias(format!("blk.{l}.attn_v.bias"), kvd));
+        t.push(SynthTensor::matrix(n("attn_output"), h, qd));
+        if s.qk_norm {
+            t.push(SynthTensor::norm(n("attn_q_norm"), s.head_dim));
+            t.push(SynthTensor::norm(n("attn_k_norm"), s.head_dim));
+        }
+        t.push(SynthTensor::norm(n("post_attention_norm"), h));
+        if l < s.dense_lead {
+            t.push(SynthTensor::matrix(n("ffn_gate"), s.ffn, h));
+            t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
+            t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
+        } else {
+            let mut router = SynthTensor::matrix(n("ffn_gate_inp"), s.experts, h);
+            router.init = Init::SmallF32(0.5);
+            t.push(router);
+            t.push(bias(format!("blk.{l}.exp_probs_b.bias"), s.experts));
+            t.push(SynthTensor::stack(n("ffn_gate_exps"), s.experts, s.expert_ffn, h));
+            t.push(SynthTensor::stack(n("ffn_up_exps"), s.experts, s.expert_ffn, h));
+            t.push(SynthTensor::stack(n("ffn_down_exps"), s.experts, h, s.expert_ffn));
+            let w = s.shared * s.expert_ffn;
+            if w > 0 {
+                t.push(SynthTensor::matrix(n("ffn_gate_shexp"), w, h));
+                t.push(SynthTensor::matrix(n("ffn_up_shexp"), w, h));
+                t.push(SynthTensor::matrix(n("ffn_down_shexp"), h, w));
+            }
+        }
+    }
+    t.push(SynthTensor::norm("output_norm.weight", h));
+    t.push(SynthTensor::matrix("output.weight", s.vocab, h));
+    SynthModel { arch: "glm4moe".into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
+}
+
 /// DeepSeek-V2/V3 shapes for [`deepseek`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeepSeekShape {
