@@ -200,12 +200,12 @@ fn indexing_selection_cast_conv() {
 
 #[test]
 fn attention_and_rope() {
-    use fucina::ops::{attention, RopeStyle};
+    use fucina::ops::{attention, Mask, RopeStyle};
     // q [seq 3, kv_head 2, group 2, head_dim 4], k/v [kv_head 2, kv_seq 5, 4|3]; causal from position 2.
     let q = raw(30, &[3, 2, 2, 4], 1.0);
     let k = raw(31, &[2, 5, 4], 1.0);
     let v = raw(32, &[2, 5, 3], 1.0);
-    for causal in [Some(2), None] {
+    for causal in [Mask::Causal(2), Mask::Full, Mask::Sliding { start: 2, window: 2 }] {
         check("attention", &[q.clone(), k.clone(), v.clone()], |x| {
             let (qt, kt, vt) = (
                 t::<axes![seq, kv_head, group, head_dim]>(&x[0]),

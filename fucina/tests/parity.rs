@@ -256,12 +256,17 @@ fn backward_kernels_agree() {
 
 #[test]
 fn attention_matches_scalar_and_the_composed_ops() {
-    use fucina::ops::attention;
+    use fucina::ops::{attention, Mask};
     let mut sz = Sizes::new(77);
-    for case in 0..10 {
+    for case in 0..14 {
         let (s, h, g, dk, dv) = (sz.pick(1, 9), sz.pick(1, 4), sz.pick(1, 4), sz.pick(1, 40), sz.pick(1, 33));
         let t = s + sz.pick(0, 20);
-        let causal = if case % 3 == 2 { None } else { Some(t - s) };
+        // Causal, every key, or causal within a sliding window (1 to 6 keys).
+        let causal = match case % 4 {
+            0 | 1 => Mask::Causal(t - s),
+            2 => Mask::Full,
+            _ => Mask::Sliding { start: t - s, window: 1 + (case % 6) as usize },
+        };
         let q = Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
             .unwrap();
         // Keys as a transposed view (strided rows) on even cases, contiguous (f16 on some) on
@@ -290,7 +295,7 @@ fn attention_matches_scalar_and_the_composed_ops() {
         let composed = contexts().0.scope(|| {
             let scores: Tensor<axes![seq, kv_head, group, kv_seq]> = einsum!(q, k; head_dim ->).unwrap();
             let mask: Vec<f32> = (0..s)
-                .flat_map(|i| (0..t).map(move |j| if causal.is_some_and(|p0| j > p0 + i) { 1.0 } else { 0.0 }))
+                .flat_map(|i| (0..t).map(move |j| if causal.keys(i, t).contains(&j) { 0.0 } else { 1.0 }))
                 .collect();
             let mask = Tensor::<axes![seq, kv_seq]>::from_vec(mask, &[s, t]).unwrap();
             let p = scores
@@ -313,14 +318,18 @@ fn attention_matches_scalar_and_the_composed_ops() {
 /// each block's largest magnitude; the query is quantized too).
 #[test]
 fn q8_0_attention_matches_scalar_and_the_float_rows() {
-    use fucina::ops::{attention, attention_q8_0, Q8Rows};
+    use fucina::ops::{attention, attention_q8_0, Mask, Q8Rows};
     use fucina::quant::{dequantize_q8_0, quantize_q8_0};
     let mut sz = Sizes::new(91);
-    for case in 0..8 {
+    for case in 0..10 {
         let (s, h, g) = (sz.pick(1, 7), sz.pick(1, 3), sz.pick(1, 4));
         let (dk, dv) = (32 * sz.pick(1, 3), 32 * sz.pick(1, 2));
         let t = s + sz.pick(0, 12);
-        let causal = if case % 3 == 2 { None } else { Some(t - s) };
+        let causal = match case % 4 {
+            0 | 1 => Mask::Causal(t - s),
+            2 => Mask::Full,
+            _ => Mask::Sliding { start: t - s, window: 2 + (case % 3) as usize },
+        };
         let q = Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
             .unwrap();
         // Keys and values in one buffer of rows [key | value] (as a latent cache keeps them),

@@ -2,7 +2,7 @@
 //! for keys and one for values, in f32, f16 or Q8_0 blocks. Appending writes in place
 //! (quantizing for Q8_0); attention ([`KvCache::attend`]) reads the filled prefix in place.
 
-use fucina::ops::{attention, attention_q8_0, Q8Rows};
+use fucina::ops::{attention, attention_q8_0, Mask, Q8Rows};
 use fucina::prelude::*;
 use fucina::quant::{quantize_q8_0, GgmlType};
 use fucina::storage::{alloc, Buffer, Storage};
@@ -327,6 +327,20 @@ impl KvCache {
         extra: usize,
         start: usize,
     ) -> Result<Tensor<(seq, kv_head, group, V)>> {
+        self.attend_masked(layer, q, values, scale, extra, Mask::Causal(start))
+    }
+
+    /// [`KvCache::attend`] with any [`Mask`]: causal within a sliding window for
+    /// sliding-window layers.
+    pub fn attend_masked<D: Axis, V: Axis>(
+        &self,
+        layer: usize,
+        q: &Tensor<(seq, kv_head, group, D)>,
+        values: Values,
+        scale: f32,
+        extra: usize,
+        mask: Mask,
+    ) -> Result<Tensor<(seq, kv_head, group, V)>> {
         let n = self.filled(extra)?;
         let kd = self.key_dim;
         let (vslab, vdim, vwidth) = match values {
@@ -342,11 +356,11 @@ impl KvCache {
         if let (Some(k), Some(v)) =
             (self.blocks::<D>(&self.keys[layer], kd, kd, n)?, self.blocks::<V>(vslab, vdim, vwidth, n)?)
         {
-            return attention_q8_0(q, &k, &v, scale, Some(start));
+            return attention_q8_0(q, &k, &v, scale, mask);
         }
         let keys: Tensor<(kv_head, kv_seq, D)> = self.view(&self.keys[layer], kd, kd, extra)?;
         let values: Tensor<(kv_head, kv_seq, V)> = self.view(vslab, vdim, vwidth, extra)?;
-        attention(q, &keys, &values, scale, Some(start))
+        attention(q, &keys, &values, scale, mask)
     }
 }
 

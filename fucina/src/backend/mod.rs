@@ -280,8 +280,7 @@ impl HeadRows<'_> {
 
 /// Scaled dot-product attention with grouped query heads: query `[s, h, g, dk]`
 /// (contiguous; `g` query heads share each of the `h` key/value heads), keys `[h, t, dk]`,
-/// values `[h, t, dv]`, output `[s, h, g, dv]`. With `causal = Some(p0)`, query `i` sits
-/// at position `p0 + i` of the keys and sees keys `0..=p0 + i`; with `None` it sees all.
+/// values `[h, t, dv]`, output `[s, h, g, dv]`. Which keys a query sees is its [`Mask`].
 ///
 /// Keys stored as Q8_0 are scored with integer dot products, as llama.cpp does with a
 /// quantized cache: each query row is quantized to Q8_0 ([`qdot::quantize_row_q8_0`]) and
@@ -309,17 +308,77 @@ pub struct Attention<'a> {
     pub dv: usize,
     /// Factor on the scores (usually `1/sqrt(dk)`).
     pub scale: f32,
-    /// Position of the first query among the keys, for a causal mask.
-    pub causal: Option<usize>,
+    /// Which keys each query sees.
+    pub mask: Mask,
+}
+
+/// Which keys each query of an attention sees.
+///
+/// ```
+/// use fucina::backend::Mask;
+/// // Query 2 of a block starting at position 5 sits at 7: causal sees keys 0..=7, a window
+/// // of 3 sees keys 5..=7.
+/// assert_eq!(Mask::Causal(5).keys(2, 100), 0..8);
+/// assert_eq!(Mask::Sliding { start: 5, window: 3 }.keys(2, 100), 5..8);
+/// assert_eq!(Mask::Full.keys(2, 100), 0..100);
+/// assert_eq!(Mask::from(Some(5)), Mask::Causal(5));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mask {
+    /// Every key.
+    #[default]
+    Full,
+    /// Query `i` sits at position `p0 + i` of the keys and sees keys `0..=p0 + i`.
+    Causal(usize),
+    /// Causal from position `start`, and only the last `window` keys of those: query `i`
+    /// sees keys `start + i + 1 - window ..= start + i` (sliding-window attention: Mistral,
+    /// Gemma's local layers).
+    Sliding {
+        /// Position of the first query among the keys.
+        start: usize,
+        /// Keys each query sees at most, itself included.
+        window: usize,
+    },
+}
+
+impl From<Option<usize>> for Mask {
+    /// `Some(p0)`: causal from `p0`; `None`: every key.
+    fn from(causal: Option<usize>) -> Mask {
+        causal.map_or(Mask::Full, Mask::Causal)
+    }
+}
+
+impl Mask {
+    /// The position of the first query for causal masks.
+    pub fn start(self) -> Option<usize> {
+        match self {
+            Mask::Full => None,
+            Mask::Causal(p0) | Mask::Sliding { start: p0, .. } => Some(p0),
+        }
+    }
+
+    /// The keys (of `t`) query `i` sees.
+    pub fn keys(self, i: usize, t: usize) -> std::ops::Range<usize> {
+        match self {
+            Mask::Full => 0..t,
+            Mask::Causal(p0) => 0..p0.saturating_add(i).saturating_add(1).min(t),
+            Mask::Sliding { start, window } => {
+                let end = start.saturating_add(i).saturating_add(1).min(t);
+                end.saturating_sub(window).min(end)..end
+            }
+        }
+    }
 }
 
 impl Attention<'_> {
-    /// Keys query `i` sees.
+    /// Keys query `i` sees are below this.
     pub fn visible(&self, i: usize) -> usize {
-        match self.causal {
-            Some(p0) => (p0 + i + 1).min(self.t),
-            None => self.t,
-        }
+        self.mask.keys(i, self.t).end
+    }
+
+    /// The first key query `i` sees.
+    pub fn first(&self, i: usize) -> usize {
+        self.mask.keys(i, self.t).start
     }
 }
 

@@ -1,9 +1,11 @@
 //! Scaled dot-product attention with grouped query heads, as one op: the scores, the
-//! (optionally causal) softmax and the weighted sum of values in one kernel call, reading
-//! keys and values in place (e.g. zero-copy views of a KV cache, f32 or f16).
+//! masked softmax (all keys, causal, or causal within a sliding window: [`Mask`]) and the
+//! weighted sum of values in one kernel call, reading keys and values in place (e.g.
+//! zero-copy views of a KV cache, f32 or f16).
 
 use super::{contiguous_f32, float_slice, F32Data};
 use crate::axis::{group, kv_head, kv_seq, seq};
+pub use crate::backend::Mask;
 use crate::backend::{Attention, HeadRows, RowStore};
 use crate::error::{FucinaError, Result};
 use crate::exec::graph::record;
@@ -29,20 +31,37 @@ fn head_rows(ctx: &ExecContext, t: &RawTensor, what: &'static str) -> Result<(Ra
     Ok((t, hs, rs))
 }
 
-/// Grouped-query scaled dot-product attention: `softmax(scale * q k^T [+ causal mask]) v`.
+/// Grouped-query scaled dot-product attention: `softmax(scale * q k^T + mask) v`.
 ///
 /// `q [seq, kv_head, group, D]` holds `group` query heads per key/value head; `k
 /// [kv_head, kv_seq, D]` and `v [kv_head, kv_seq, V]` may be views (a KV cache's filled
-/// prefix) in f32, f16 or bf16. With `causal = Some(p0)`, query `i` is at position `p0 + i`
-/// and sees keys `0..=p0 + i`. The result is `[seq, kv_head, group, V]`, f32. Recorded with
-/// its backward (gradients for `q`, `k` and `v`).
+/// prefix) in f32, f16 or bf16. `mask` says which keys each query sees ([`Mask`]; an
+/// `Option<usize>` converts: `Some(p0)` is causal with query `i` at position `p0 + i`,
+/// `None` sees every key). The result is `[seq, kv_head, group, V]`, f32. Recorded with its
+/// backward (gradients for `q`, `k` and `v`).
+///
+/// ```
+/// use fucina::prelude::*;
+/// use fucina::ops::{attention, Mask};
+/// // One head, three positions of width 1; values 1, 2, 4; equal scores.
+/// let q = Tensor::<axes![seq, kv_head, group, head_dim]>::zeros(&[3, 1, 1, 1])?;
+/// let k = Tensor::<axes![kv_head, kv_seq, head_dim]>::zeros(&[1, 3, 1])?;
+/// let v = Tensor::<axes![kv_head, kv_seq, head_dim]>::from_vec(vec![1.0f32, 2.0, 4.0], &[1, 3, 1])?;
+/// let causal = attention(&q, &k, &v, 1.0, Some(0))?.to_f32_vec();
+/// let window = attention(&q, &k, &v, 1.0, Mask::Sliding { start: 0, window: 2 })?.to_f32_vec();
+/// assert_eq!(&causal[..2], [1.0, 1.5]);
+/// assert!((causal[2] - 7.0 / 3.0).abs() < 1e-6, "the mean of 1, 2 and 4");
+/// assert_eq!(window, [1.0, 1.5, 3.0], "the last one sees 2 and 4 only");
+/// # Ok::<(), fucina::FucinaError>(())
+/// ```
 pub fn attention<D: Axis, V: Axis>(
     q: &Tensor<(seq, kv_head, group, D)>,
     k: &Tensor<(kv_head, kv_seq, D)>,
     v: &Tensor<(kv_head, kv_seq, V)>,
     scale: f32,
-    causal: Option<usize>,
+    mask: impl Into<Mask>,
 ) -> Result<Tensor<(seq, kv_head, group, V)>> {
+    let mask = mask.into();
     let ctx = ExecContext::current();
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     let (s, h, g, dk) = (qs[0], qs[1], qs[2], qs[3]);
@@ -52,7 +71,7 @@ pub fn attention<D: Axis, V: Axis>(
         [("kv_head", h, ks[0]), ("kv_head", h, vs[0]), (D::NAME, dk, ks[2]), ("kv_seq", t, vs[1])],
         s,
         t,
-        causal,
+        mask,
     )?;
     let qd = contiguous_f32(&ctx, q.raw(), "attention")?;
     let (kr, khs, krs) = head_rows(&ctx, k.raw(), "attention keys")?;
@@ -78,7 +97,7 @@ pub fn attention<D: Axis, V: Axis>(
         dk,
         dv,
         scale,
-        causal,
+        mask,
     };
     let mut out = ctx.alloc(s * h * g * dv);
     ctx.run(s * t * h * g * (dk + dv), |kern| kern.attention(&p, &mut out));
@@ -88,7 +107,7 @@ pub fn attention<D: Axis, V: Axis>(
     let y = record(y, &inputs, move || {
         Box::new(move |gy: &RawTensor| {
             let ctx = ExecContext::current();
-            let dims = Dims { s, h, g, t, dk, dv, scale, causal };
+            let dims = Dims { s, h, g, t, dk, dv, scale, mask };
             let (dq, dkk, dvv) = backward(&ctx, &dims, &qd, &kd, &vd, gy)?;
             Ok(vec![
                 Some(ctx.wrap_f32(dq, &[s, h, g, dk])?),
@@ -100,21 +119,24 @@ pub fn attention<D: Axis, V: Axis>(
     Tensor::from_raw(y)
 }
 
-/// Checks that the operands' sizes agree (`(axis, size, other's size)`) and that causal
-/// queries at `p0..p0 + s` have their keys among the `t`.
+/// Checks that the operands' sizes agree (`(axis, size, other's size)`), that causal
+/// queries at `p0..p0 + s` have their keys among the `t`, and that a window is not empty.
 pub(super) fn check_sizes(
     op: &'static str,
     pairs: [(&str, usize, usize); 4],
     s: usize,
     t: usize,
-    causal: Option<usize>,
+    mask: Mask,
 ) -> Result<()> {
     for (axis, a, b) in pairs {
         if a != b {
             return Err(FucinaError::ShapeMismatch { axis: axis.to_string(), left: a, right: b });
         }
     }
-    if let Some(p0) = causal {
+    if let Mask::Sliding { window: 0, .. } = mask {
+        return Err(FucinaError::InvalidArgument { op, msg: "a sliding window of 0 keys".into() });
+    }
+    if let Some(p0) = mask.start() {
         if p0.checked_add(s).is_none_or(|end| end > t) {
             return Err(FucinaError::InvalidArgument {
                 op,
@@ -134,7 +156,7 @@ struct Dims {
     dk: usize,
     dv: usize,
     scale: f32,
-    causal: Option<usize>,
+    mask: Mask,
 }
 
 /// Gradients of q, k and v, recomputing the probabilities: with `P = softmax(S)`,
@@ -161,27 +183,25 @@ fn backward(
     let mut p = vec![0.0f32; d.t];
     let mut dp = vec![0.0f32; d.t];
     for i in 0..d.s {
-        let n = match d.causal {
-            Some(p0) => (p0 + i + 1).min(d.t),
-            None => d.t,
-        };
+        let keys = d.mask.keys(i, d.t);
+        let (j0, n) = (keys.start, keys.end);
         for hh in 0..d.h {
             for gi in 0..d.g {
                 let row = (i * d.h + hh) * d.g + gi;
                 let qr = &q[row * d.dk..(row + 1) * d.dk];
                 let gr = &gy[row * d.dv..(row + 1) * d.dv];
-                for j in 0..n {
+                for j in j0..n {
                     let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
                     p[j] = d.scale * qr.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>();
                 }
-                let m = p[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let m = p[j0..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut z = 0.0f32;
-                for pj in p[..n].iter_mut() {
+                for pj in p[j0..n].iter_mut() {
                     *pj = (*pj - m).exp();
                     z += *pj;
                 }
                 let mut dot = 0.0f32;
-                for j in 0..n {
+                for j in j0..n {
                     p[j] /= z;
                     let vr = &v[(hh * d.t + j) * d.dv..][..d.dv];
                     dp[j] = gr.iter().zip(vr).map(|(a, b)| a * b).sum();
@@ -190,7 +210,7 @@ fn backward(
                         *o += p[j] * gv;
                     }
                 }
-                for j in 0..n {
+                for j in j0..n {
                     let ds = d.scale * p[j] * (dp[j] - dot);
                     let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
                     for (o, kv) in dq[row * d.dk..(row + 1) * d.dk].iter_mut().zip(kr) {

@@ -105,16 +105,17 @@ pub fn attention_q8_0<D: Axis, V: Axis>(
     k: &Q8Rows<'_, D>,
     v: &Q8Rows<'_, V>,
     scale: f32,
-    causal: Option<usize>,
+    mask: impl Into<super::attention::Mask>,
 ) -> Result<Tensor<(seq, kv_head, group, V)>> {
+    let mask = mask.into();
     let ctx = ExecContext::current();
     let qs = q.shape();
     let (s, h, g, dk) = (qs[0], qs[1], qs[2], qs[3]);
     let (t, dv) = (k.len, v.dim);
     let pairs = [("kv_head", h, k.heads), ("kv_head", h, v.heads), (D::NAME, dk, k.dim), ("kv_seq", t, v.len)];
-    super::attention::check_sizes("attention_q8_0", pairs, s, t, causal)?;
+    super::attention::check_sizes("attention_q8_0", pairs, s, t, mask)?;
     let qd = contiguous_f32(&ctx, q.raw(), "attention_q8_0")?;
-    let p = Attention { q: &qd, k: k.head_rows(), v: v.head_rows(), s, h, g, t, dk, dv, scale, causal };
+    let p = Attention { q: &qd, k: k.head_rows(), v: v.head_rows(), s, h, g, t, dk, dv, scale, mask };
     let mut out = ctx.alloc(s * h * g * dv);
     ctx.run(s * t * h * g * (dk + dv), |kern| kern.attention(&p, &mut out));
     Tensor::from_raw(ctx.wrap_f32(out, &[s, h, g, dv])?)

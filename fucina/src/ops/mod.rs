@@ -13,7 +13,7 @@ mod reduce;
 mod rope;
 mod shape;
 
-pub use attention::attention;
+pub use attention::{attention, Mask};
 pub use attention_q8::{attention_q8_0, Q8Rows};
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;

@@ -108,10 +108,10 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
                     qdot::quantize_row_q8_0(q_row(qi, gi), &mut q8[(qi * p.g + gi) * width..][..width]);
                 }
             }
-            for j in 0..n_max {
+            for j in p.first(i0)..n_max {
                 let k = p.k.q8_0_row(h, j, p.dk).unwrap_or_default();
                 for qi in 0..nq {
-                    if j >= p.visible(i0 + qi) {
+                    if !(p.first(i0 + qi)..p.visible(i0 + qi)).contains(&j) {
                         continue;
                     }
                     for gi in 0..p.g {
@@ -121,10 +121,10 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
                 }
             }
         } else {
-            for j in 0..n_max {
+            for j in p.first(i0)..n_max {
                 let k = row(&p.k, h, j, p.dk, &mut buf);
                 for qi in 0..nq {
-                    if j >= p.visible(i0 + qi) {
+                    if !(p.first(i0 + qi)..p.visible(i0 + qi)).contains(&j) {
                         continue;
                     }
                     for gi in 0..p.g {
@@ -134,11 +134,11 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
             }
         }
         for qi in 0..nq {
-            let n = p.visible(i0 + qi);
+            let (j0, n) = (p.first(i0 + qi), p.visible(i0 + qi));
             for gi in 0..p.g {
                 let r = (qi * p.g + gi) * n_max;
-                if n > 0 {
-                    super::reduce::softmax_serial(&scores[r..r + n], 1, n, &mut probs[r..r + n]);
+                if n > j0 {
+                    super::reduce::softmax_serial(&scores[r + j0..r + n], 1, n - j0, &mut probs[r + j0..r + n]);
                 }
             }
         }
@@ -151,10 +151,10 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
                 o_row(qi, gi).fill(0.0);
             }
         }
-        for j in 0..n_max {
+        for j in p.first(i0)..n_max {
             let v = row(&p.v, h, j, p.dv, &mut buf);
             for qi in 0..nq {
-                if j >= p.visible(i0 + qi) {
+                if !(p.first(i0 + qi)..p.visible(i0 + qi)).contains(&j) {
                     continue;
                 }
                 for gi in 0..p.g {

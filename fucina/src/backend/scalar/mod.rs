@@ -120,7 +120,7 @@ impl Kernels for Scalar {
         let quantized_keys = matches!(p.k.data, crate::backend::RowStore::Q8_0(_));
         let mut q8 = vec![0u8; p.dk / 32 * qdot::Q8_0_BYTES];
         for i in 0..p.s {
-            let n = p.visible(i);
+            let (j0, n) = (p.first(i), p.visible(i));
             for h in 0..p.h {
                 for gi in 0..p.g {
                     let q = &p.q[((i * p.h + h) * p.g + gi) * p.dk..][..p.dk];
@@ -128,23 +128,23 @@ impl Kernels for Scalar {
                         // Q8_0 keys: the query quantized to Q8_0, integer block sums.
                         qdot::quantize_row_q8_0(q, &mut q8);
                     }
-                    for (j, sc) in scores[..n].iter_mut().enumerate() {
+                    for (j, sc) in scores[..n].iter_mut().enumerate().skip(j0) {
                         let dot: f32 = match p.k.q8_0_row(h, j, p.dk) {
                             Some(k) => qdot::dot_q8_0_q8_0_scalar(k, &q8),
                             None => (0..p.dk).map(|d| q[d] * p.k.get(h, j, d)).sum(),
                         };
                         *sc = dot * p.scale;
                     }
-                    let m = scores[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let m = scores[j0..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
                     let mut sum = 0.0f32;
-                    for sc in scores[..n].iter_mut() {
+                    for sc in scores[j0..n].iter_mut() {
                         *sc = (*sc - m).exp();
                         sum += *sc;
                     }
                     let o = &mut out[((i * p.h + h) * p.g + gi) * p.dv..][..p.dv];
                     for (d, od) in o.iter_mut().enumerate() {
-                        let acc: f32 = (0..n).map(|j| scores[j] * p.v.get(h, j, d)).sum();
-                        *od = if n == 0 { 0.0 } else { acc / sum };
+                        let acc: f32 = (j0..n).map(|j| scores[j] * p.v.get(h, j, d)).sum();
+                        *od = if n == j0 { 0.0 } else { acc / sum };
                     }
                 }
             }
