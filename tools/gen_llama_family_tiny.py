@@ -17,7 +17,9 @@ llama.cpp's own converter, and their goldens.
    the name is given (`llama-bpe`, `qwen2`: the pre-tokenizers the two are set up as).
    Q and K rows of the Llama come out permuted for llama.cpp's interleaved RoPE, as for a
    real Llama.
-4. Writes fucina-models/assets/{llama,llama-spm,qwen2}-tiny-f32.gguf and
+   A Mistral on the same SentencePiece vocabulary with sliding-window attention (5
+   positions), its window written as `llama.attention.sliding_window`.
+4. Writes fucina-models/assets/{llama,llama-spm,mistral,qwen2}-tiny-f32.gguf and
    fucina-models/tests/goldens/llama_family.json: each model's token ids for a corpus of
    tricky strings (HF `tokenizers`; `sentencepiece` for the SentencePiece one) and its logits for fixed prompts (every prefill position
    and 16 greedy decode steps).
@@ -30,7 +32,8 @@ import tarfile
 import tempfile
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 from gen_kquant_goldens import SDIST, cache, ggml_sources
 from gen_qwen3_tiny import TRICKY
@@ -156,6 +159,35 @@ def main():
                 spm_model=os.path.join(d, "tokenizer.model"))
         prompts = ["What is the capital of France? 12345 numbers", "  two spaces, a tab\tand é ✓ 🙂"]
         results["llama-spm"] = reference(llama2, SpmIds(sp), path, prompts, "llama", bos=sp.bos_id())
+
+        # Mistral (v0.1's set-up): the SentencePiece vocabulary, sliding-window attention over
+        # 5 positions (the prompts and the decode run well past it). llama.cpp's converter
+        # files Mistral as `llama` and does not write the window; it is added as
+        # `llama.attention.sliding_window`, the key llama.cpp's SWA families use.
+        torch.manual_seed(4)
+        cfg = MistralConfig(vocab_size=sp.get_piece_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                            sliding_window=5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                            rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.2,
+                            bos_token_id=sp.bos_id(), eos_token_id=sp.eos_id(), attn_implementation="eager")
+        mistral = MistralForCausalLM(cfg).eval()
+        randomize(mistral)
+        path = os.path.join(assets, "mistral-tiny-f32.gguf")
+        _, base = converter()
+        import conversion.llama as llama_conv
+        plain = llama_conv.LlamaModel.set_gguf_parameters
+
+        def with_window(self):
+            plain(self)
+            if self.hparams.get("sliding_window"):
+                self.gguf_writer.add_sliding_window(self.hparams["sliding_window"])
+        llama_conv.LlamaModel.set_gguf_parameters = with_window
+        try:
+            convert(mistral, None, None, None, path, "fucina mistral-tiny (random weights)",
+                    spm_model=os.path.join(d, "tokenizer.model"))
+        finally:
+            llama_conv.LlamaModel.set_gguf_parameters = plain
+        results["mistral"] = reference(mistral, SpmIds(sp), path, prompts, "llama", bos=sp.bos_id())
 
     # Qwen2: q/k/v biases, tied output, plain RoPE.
     tok = train_tokenizer()

@@ -1,7 +1,9 @@
 //! The Llama-family decoder on `llama` and `qwen2` files against `transformers`: tiny
 //! LlamaForCausalLM (grouped-query attention, untied output, Llama 3 RoPE scaling written as
 //! `rope_freqs`, q/k rows permuted for interleaved RoPE), a Llama 2 on a SentencePiece
-//! vocabulary with linear RoPE scaling, and Qwen2ForCausalLM (q/k/v biases, tied output),
+//! vocabulary with linear RoPE scaling, a MistralForCausalLM on it with sliding-window
+//! attention over 5 positions (`llama.attention.sliding_window`; prompts and decoding run
+//! past it), and Qwen2ForCausalLM (q/k/v biases, tied output),
 //! converted by llama.cpp's own `convert_hf_to_gguf.py` (`tools/gen_llama_family_tiny.py`).
 //! Checked: token ids exactly as HF `tokenizers` (Llama 3's `llama-bpe` and Qwen2's
 //! pre-tokenizers) and `sentencepiece` give them; logits of every prefill position and 16
@@ -29,7 +31,7 @@ fn token_ids_match_hf_tokenizers_exactly() {
 fn tiny_llama_and_qwen2_match_transformers_on_both_backends() {
     let gold = goldens::load("llama_family.json");
     for (backend, threads) in [(BackendKind::Scalar, 1), (BackendKind::Native, 2)] {
-        assert_eq!(goldens::check_logits(&gold, backend, threads, TOL), ["llama", "llama-spm", "qwen2"]);
+        assert_eq!(goldens::check_logits(&gold, backend, threads, TOL), ["llama", "llama-spm", "mistral", "qwen2"]);
     }
 }
 

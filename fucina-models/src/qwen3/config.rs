@@ -67,6 +67,10 @@ pub struct Qwen3Config {
     /// Multi-token-prediction layers the file carries after the `layers` blocks (GLM-4.5's
     /// `nextn` layer), not part of the decoder.
     pub nextn: usize,
+    /// Each position attends to at most this many positions, itself included
+    /// (`attention.sliding_window`: Mistral v0.1's sliding-window attention), or to all
+    /// before it.
+    pub sliding_window: Option<usize>,
 }
 
 /// The architectures this config reads.
@@ -155,6 +159,8 @@ impl Qwen3Config {
             },
             rope_dims: f.opt_usize("rope.dimension_count")?.unwrap_or(head_dim),
             nextn,
+            // 0 (as llama.cpp's converter writes to turn it off) means none.
+            sliding_window: f.opt_usize("attention.sliding_window")?.filter(|&w| w > 0),
         };
         if !(c.rope_linear.is_finite() && c.rope_linear > 0.0) {
             return Err(FucinaError::Format { format: "gguf", msg: format!("RoPE scaling factor {}", c.rope_linear) });

@@ -1,5 +1,6 @@
 //! The decoder of the Llama family in the named-axes DSL — Qwen3, Qwen3-MoE, Qwen2, Llama
-//! (Mistral's files are `llama` ones) and GLM-4.5 — with what differs between them as config
+//! (Mistral's files are `llama` ones, with sliding-window attention where the file has a
+//! window) and GLM-4.5 — with what differs between them as config
 //! data: RMSNorm, grouped-query attention (with per-head q/k RMSNorm for Qwen3, q/k/v biases
 //! for Qwen2 and GLM-4.5) and RoPE (halves, or the pairs of a `llama` file, with Llama 3's
 //! per-pair frequency factors or linear scaling; over the leading half of each head in
@@ -16,6 +17,7 @@ use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::{route, Routing};
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
+use fucina::ops::Mask;
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
@@ -373,7 +375,11 @@ impl Qwen3 {
             let start = cache.len();
             let (k, v) = (k.narrow::<seq>(at, n)?, v.narrow::<seq>(at, n)?);
             cache.write(layer, &k.permute()?, &v.permute()?)?;
-            cache.attend::<head_dim, head_dim>(layer, q, Values::Own, 1.0 / (hd as f32).sqrt(), n, start)
+            let mask = match c.sliding_window {
+                Some(window) => Mask::Sliding { start, window },
+                None => Mask::Causal(start),
+            };
+            cache.attend_masked::<head_dim, head_dim>(layer, q, Values::Own, 1.0 / (hd as f32).sqrt(), n, mask)
         })?;
         let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
         a.o.forward(&o)
