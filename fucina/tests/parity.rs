@@ -414,3 +414,30 @@ fn partial_rope_rotates_the_leading_part_only() {
         assert!((0..s * h).any(|r| sc[r * d..r * d + 2 * n] != xv[r * d..r * d + 2 * n]), "{style:?} rotated nothing");
     }
 }
+
+/// Side-by-side jobs (the experts of a decode step): in item order, each job's kernels run
+/// serially with the context current, the same values on the worker team a forward drives
+/// (`run_on_pool`), on the pool, and on one thread; the first error is returned.
+#[test]
+fn side_by_side_jobs_keep_order_and_values_on_the_team() {
+    let x = Tensor::<axes![seq, hidden]>::from_vec(values(3, 64 * 96), &[64, 96]).unwrap();
+    let job = |k: &usize| -> fucina::Result<Vec<f32>> { Ok(x.scale(*k as f32)?.softmax::<hidden>()?.to_f32_vec()) };
+    let items: Vec<usize> = (1..=7).collect();
+    let one = ExecContext::with_backend(BackendKind::Native, 1).unwrap();
+    let want: Vec<Vec<f32>> = items.iter().map(|k| one.scope(|| job(k)).unwrap()).collect();
+    let ctx = ExecContext::with_backend(BackendKind::Native, 3).unwrap();
+    let on_team = ctx.run_on_pool(|| ctx.map_side_by_side(&items, job)).unwrap();
+    let on_pool = ctx.scope(|| ctx.map_side_by_side(&items, job)).unwrap();
+    assert_eq!(on_team, want);
+    assert_eq!(on_pool, want);
+    let failing = ctx.run_on_pool(|| {
+        ctx.map_side_by_side(&items, |k| {
+            if *k == 4 {
+                Err(fucina::FucinaError::InvalidArgument { op: "job", msg: "four".into() })
+            } else {
+                job(k)
+            }
+        })
+    });
+    assert!(failing.unwrap_err().to_string().contains("four"));
+}

@@ -218,10 +218,11 @@ impl ExecContext {
         }
     }
 
-    /// Maps `f` over `items`, results in item order: side by side on the pool, each call
-    /// serial inside with this context current, when the backend runs in parallel on more
-    /// than one worker (many small independent jobs, such as the experts of one decode step,
-    /// then cost one hand-off instead of one per kernel); one after another otherwise.
+    /// Maps `f` over `items`, results in item order: side by side (on the worker team this
+    /// thread drives, else on the pool), each call serial inside with this context current,
+    /// when the backend runs in parallel on more than one worker (many small independent
+    /// jobs, such as the experts of one decode step, then cost one hand-off instead of one per
+    /// kernel); one after another otherwise.
     pub fn map_side_by_side<T: Sync, R: Send>(
         &self,
         items: &[T],
@@ -230,6 +231,28 @@ impl ExecContext {
         use rayon::prelude::*;
         if self.inner.config.backend == BackendKind::Scalar || self.inner.threads == 1 || items.len() < 2 {
             return items.iter().map(f).collect();
+        }
+        if crate::backend::native::team::drives_team() {
+            // On the team this thread drives (a model's forward under `run_on_pool`): its
+            // helpers are spinning hot, and waking the pool's other threads instead would set
+            // them against the spinning helpers for the same cores.
+            let slots: Vec<std::sync::Mutex<Option<crate::error::Result<R>>>> =
+                items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+            crate::backend::native::team::for_each(items.len(), |i| {
+                let r = self.scope(|| crate::backend::serial(|| f(&items[i])));
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+            return slots
+                .into_iter()
+                .map(|s| {
+                    s.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| {
+                        Err(crate::error::FucinaError::InvalidArgument {
+                            op: "map_side_by_side",
+                            msg: "a task did not run".into(),
+                        })
+                    })
+                })
+                .collect();
         }
         self.inner.pool.install(|| items.par_iter().map(|it| self.scope(|| crate::backend::serial(|| f(it)))).collect())
     }

@@ -262,6 +262,14 @@ fn helper(s: &Shared) {
     }
 }
 
+/// Whether a [`for_each`] on this thread would run on a team: the thread drives one with
+/// helpers and is not inside one of its tasks (or a serial section).
+pub fn drives_team() -> bool {
+    !IN_TASK.with(|c| c.get())
+        && !super::in_serial()
+        && DRIVES.with(|d| d.borrow().as_ref().is_some_and(|t| t.size() > 1))
+}
+
 /// Runs `f(0..n)` split over the threads available to this call: the team this thread
 /// drives (outside any team task), else the rayon pool when this is one of its threads,
 /// else serially. Each task must compute the same thing on any thread.
