@@ -15,6 +15,18 @@ pub mod weights;
 
 pub use interleave::Interleaved;
 pub use native::team::Team;
+
+/// Whether tasks split by [`for_each_task`] on this thread run on a worker [`Team`] it
+/// drives (a model's forward under `ExecContext::run_on_pool`).
+pub fn drives_team() -> bool {
+    native::team::drives_team()
+}
+
+/// Runs tasks `0..n` of `f` on the team this thread drives, else on the rayon pool when this
+/// is one of its threads, else serially; each task must compute the same thing on any thread.
+pub fn for_each_task(n: usize, f: impl Fn(usize) + Sync) {
+    native::team::for_each(n, f)
+}
 pub use native::{in_serial, serial};
 pub use weights::{WeightFormat, WeightMat};
 

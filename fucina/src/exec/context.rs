@@ -232,13 +232,13 @@ impl ExecContext {
         if self.inner.config.backend == BackendKind::Scalar || self.inner.threads == 1 || items.len() < 2 {
             return items.iter().map(f).collect();
         }
-        if crate::backend::native::team::drives_team() {
+        if crate::backend::drives_team() {
             // On the team this thread drives (a model's forward under `run_on_pool`): its
             // helpers are spinning hot, and waking the pool's other threads instead would set
             // them against the spinning helpers for the same cores.
             let slots: Vec<std::sync::Mutex<Option<crate::error::Result<R>>>> =
                 items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-            crate::backend::native::team::for_each(items.len(), |i| {
+            crate::backend::for_each_task(items.len(), |i| {
                 let r = self.scope(|| crate::backend::serial(|| f(&items[i])));
                 *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             });
