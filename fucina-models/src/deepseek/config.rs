@@ -218,20 +218,10 @@ impl DeepSeekConfig {
             product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
         }
         if let Some(m) = &self.moe {
-            if m.used == 0 || m.used > m.experts || m.expert_ffn == 0 {
+            if m.expert_ffn == 0 {
                 return bad(format!("{} of {} experts of width {}", m.used, m.experts, m.expert_ffn));
             }
-            if !m.experts.is_multiple_of(m.groups) || m.groups_used > m.groups {
-                return bad(format!("{} experts in {} groups, {} used", m.experts, m.groups, m.groups_used));
-            }
-            if m.groups_used * (m.experts / m.groups) < m.used {
-                return bad(format!(
-                    "{} groups of {} experts cannot supply {} experts",
-                    m.groups_used,
-                    m.experts / m.groups,
-                    m.used
-                ));
-            }
+            m.routing().check(m.experts).or_else(bad)?;
         }
         if self.dense_lead < self.layers && self.moe.is_none() {
             // All layers dense is allowed (dense_lead may be absent then).

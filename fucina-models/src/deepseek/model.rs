@@ -186,16 +186,8 @@ impl DeepSeek {
                 } else {
                     None
                 };
-                let shared = if m.shared > 0 {
-                    let w = m.shared * m.expert_ffn;
-                    Some(Mlp {
-                        gate: f.matrix(&n("ffn_gate_shexp"), w, h)?,
-                        up: f.matrix(&n("ffn_up_shexp"), w, h)?,
-                        down: f.matrix(&n("ffn_down_shexp"), h, w)?,
-                    })
-                } else {
-                    None
-                };
+                let shared =
+                    if m.shared > 0 { Some(Mlp::load(f, l, "_shexp", m.shared * m.expert_ffn, h)?) } else { None };
                 Ffn::Moe(Box::new(Moe {
                     router: f.matrix(&n("ffn_gate_inp"), m.experts, h)?,
                     bias,
@@ -204,11 +196,7 @@ impl DeepSeek {
                     cfg: m,
                 }))
             } else {
-                Ffn::Dense(Mlp {
-                    gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
-                    up: f.matrix(&n("ffn_up"), c.ffn, h)?,
-                    down: f.matrix(&n("ffn_down"), h, c.ffn)?,
-                })
+                Ffn::Dense(Mlp::load(f, l, "", c.ffn, h)?)
             };
             blocks.push(Block {
                 attn_norm: f.dense(&n("attn_norm"), &[h])?,

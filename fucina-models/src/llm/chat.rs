@@ -270,12 +270,7 @@ impl ChatFormat {
                                 p.control("<|im_start|>");
                                 p.text("user");
                             }
-                            p.text("\n");
-                            p.control("<tool_response>");
-                            p.text("\n");
-                            p.text(&m.content);
-                            p.text("\n");
-                            p.control("</tool_response>");
+                            tool_response(&mut p, &m.content);
                             if i + 1 == messages.len() || messages[i + 1].role != Role::Tool {
                                 p.control("<|im_end|>");
                                 p.text("\n");
@@ -396,12 +391,7 @@ fn glm4_prompt(p: &mut Prompt, messages: &[Message], think: bool) {
                 if i == 0 || messages[i - 1].role != Role::Tool {
                     p.control("<|observation|>");
                 }
-                p.text("\n");
-                p.control("<tool_response>");
-                p.text("\n");
-                p.text(&m.content);
-                p.text("\n");
-                p.control("</tool_response>");
+                tool_response(p, &m.content);
             }
         }
     }
@@ -411,6 +401,16 @@ fn glm4_prompt(p: &mut Prompt, messages: &[Message], think: bool) {
         p.control("<think>");
         p.control("</think>");
     }
+}
+
+/// A tool result as Qwen3's and GLM's templates write it: `\n<tool_response>\n...\n</tool_response>`.
+fn tool_response(p: &mut Prompt, content: &str) {
+    p.text("\n");
+    p.control("<tool_response>");
+    p.text("\n");
+    p.text(content);
+    p.text("\n");
+    p.control("</tool_response>");
 }
 
 /// Python's `str.strip()`: whitespace off both ends.

@@ -39,6 +39,32 @@ pub struct Routing {
     pub scale: f32,
 }
 
+impl Routing {
+    /// Checks that `experts` experts can be routed this way: `0 < used <= experts`, the
+    /// experts split evenly into the groups, the groups a token may use hold at least
+    /// `used` experts, a positive finite scale. The error names the problem.
+    pub fn check(&self, experts: usize) -> Result<(), String> {
+        if self.used == 0 || self.used > experts {
+            return Err(format!("routing to {} of {experts} experts: need 0 < used <= experts", self.used));
+        }
+        if self.groups == 0 || !experts.is_multiple_of(self.groups) || self.groups_used > self.groups {
+            return Err(format!("{experts} experts in {} groups, {} used", self.groups, self.groups_used));
+        }
+        if self.groups_used * (experts / self.groups) < self.used {
+            return Err(format!(
+                "{} groups of {} experts cannot supply {} experts",
+                self.groups_used,
+                experts / self.groups,
+                self.used
+            ));
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            return Err(format!("expert weights scale {}", self.scale));
+        }
+        Ok(())
+    }
+}
+
 /// The experts of one token (`logits`: its router row) and their weights: softmax or sigmoid
 /// scores, plus the selection `bias` for choosing only (DeepSeek-V3's
 /// `e_score_correction_bias`), limited to the best `groups_used` groups (softmax: a group's

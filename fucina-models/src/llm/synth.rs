@@ -353,24 +353,46 @@ pub fn glm4moe(s: &Glm4MoeShape) -> SynthModel {
             t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
             t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
         } else {
-            let mut router = SynthTensor::matrix(n("ffn_gate_inp"), s.experts, h);
-            router.init = Init::SmallF32(0.5);
-            t.push(router);
-            t.push(bias(format!("blk.{l}.exp_probs_b.bias"), s.experts));
-            t.push(SynthTensor::stack(n("ffn_gate_exps"), s.experts, s.expert_ffn, h));
-            t.push(SynthTensor::stack(n("ffn_up_exps"), s.experts, s.expert_ffn, h));
-            t.push(SynthTensor::stack(n("ffn_down_exps"), s.experts, h, s.expert_ffn));
-            let w = s.shared * s.expert_ffn;
-            if w > 0 {
-                t.push(SynthTensor::matrix(n("ffn_gate_shexp"), w, h));
-                t.push(SynthTensor::matrix(n("ffn_up_shexp"), w, h));
-                t.push(SynthTensor::matrix(n("ffn_down_shexp"), h, w));
-            }
+            moe_tensors(&mut t, l, h, s.experts, s.expert_ffn, s.shared, true);
         }
     }
     t.push(SynthTensor::norm("output_norm.weight", h));
     t.push(SynthTensor::matrix("output.weight", s.vocab, h));
     SynthModel { arch: "glm4moe".into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
+}
+
+/// Layer `l`'s mixture of experts in llama.cpp's names: an f32 router (with a wider spread,
+/// so routing decisions are not near-ties), the selection bias where `biased`, the stacked
+/// experts, and the shared experts as one SwiGLU of `shared * expert_ffn`.
+fn moe_tensors(
+    t: &mut Vec<SynthTensor>,
+    l: usize,
+    h: usize,
+    experts: usize,
+    expert_ffn: usize,
+    shared: usize,
+    biased: bool,
+) {
+    let n = |x: &str| format!("blk.{l}.{x}.weight");
+    let mut router = SynthTensor::matrix(n("ffn_gate_inp"), experts, h);
+    router.init = Init::SmallF32(0.5);
+    t.push(router);
+    if biased {
+        t.push(SynthTensor {
+            name: format!("blk.{l}.exp_probs_b.bias"),
+            shape: vec![experts],
+            init: Init::SmallF32(0.05),
+        });
+    }
+    t.push(SynthTensor::stack(n("ffn_gate_exps"), experts, expert_ffn, h));
+    t.push(SynthTensor::stack(n("ffn_up_exps"), experts, expert_ffn, h));
+    t.push(SynthTensor::stack(n("ffn_down_exps"), experts, h, expert_ffn));
+    if shared > 0 {
+        let w = shared * expert_ffn;
+        t.push(SynthTensor::matrix(n("ffn_gate_shexp"), w, h));
+        t.push(SynthTensor::matrix(n("ffn_up_shexp"), w, h));
+        t.push(SynthTensor::matrix(n("ffn_down_shexp"), h, w));
+    }
 }
 
 /// DeepSeek-V2/V3 shapes for [`deepseek`].
@@ -512,25 +534,7 @@ pub fn deepseek(s: &DeepSeekShape) -> SynthModel {
             t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
             t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
         } else {
-            let mut router = SynthTensor::matrix(n("ffn_gate_inp"), s.experts, h);
-            router.init = Init::SmallF32(0.5);
-            t.push(router);
-            if s.v3 {
-                t.push(SynthTensor {
-                    name: format!("blk.{l}.exp_probs_b.bias"),
-                    shape: vec![s.experts],
-                    init: Init::SmallF32(0.05),
-                });
-            }
-            t.push(SynthTensor::stack(n("ffn_gate_exps"), s.experts, s.expert_ffn, h));
-            t.push(SynthTensor::stack(n("ffn_up_exps"), s.experts, s.expert_ffn, h));
-            t.push(SynthTensor::stack(n("ffn_down_exps"), s.experts, h, s.expert_ffn));
-            if s.shared > 0 {
-                let w = s.shared * s.expert_ffn;
-                t.push(SynthTensor::matrix(n("ffn_gate_shexp"), w, h));
-                t.push(SynthTensor::matrix(n("ffn_up_shexp"), w, h));
-                t.push(SynthTensor::matrix(n("ffn_down_shexp"), h, w));
-            }
+            moe_tensors(&mut t, l, h, s.experts, s.expert_ffn, s.shared, s.v3);
         }
     }
     t.push(SynthTensor::norm("output_norm.weight", h));

@@ -194,27 +194,10 @@ impl Qwen3Config {
             }
         }
         if let Some(m) = &self.moe {
-            let r = &m.routing;
-            if m.experts == 0 || r.used == 0 || r.used > m.experts || m.expert_ffn == 0 {
-                return bad(format!(
-                    "routing to {} of {} experts of width {}: need 0 < used <= experts and a width",
-                    r.used, m.experts, m.expert_ffn
-                ));
+            if m.experts == 0 || m.expert_ffn == 0 {
+                return bad(format!("{} experts of width {}", m.experts, m.expert_ffn));
             }
-            if !m.experts.is_multiple_of(r.groups) || r.groups_used > r.groups {
-                return bad(format!("{} experts in {} groups, {} used", m.experts, r.groups, r.groups_used));
-            }
-            if r.groups_used * (m.experts / r.groups) < r.used {
-                return bad(format!(
-                    "{} groups of {} experts cannot supply {} experts",
-                    r.groups_used,
-                    m.experts / r.groups,
-                    r.used
-                ));
-            }
-            if !(r.scale.is_finite() && r.scale > 0.0) {
-                return bad(format!("expert weights scale {}", r.scale));
-            }
+            m.routing.check(m.experts).or_else(bad)?;
             product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
         }
         if !self.heads.is_multiple_of(self.kv_heads) {

@@ -188,12 +188,7 @@ impl Qwen3 {
                                 .map(|((gate, up), down)| Mlp { gate, up, down })
                                 .collect();
                             let shared = if m.shared > 0 {
-                                let w = m.shared * m.expert_ffn;
-                                Some(Mlp {
-                                    gate: f.matrix(&n("ffn_gate_shexp"), w, h)?,
-                                    up: f.matrix(&n("ffn_up_shexp"), w, h)?,
-                                    down: f.matrix(&n("ffn_down_shexp"), h, w)?,
-                                })
+                                Some(Mlp::load(f, l, "_shexp", m.shared * m.expert_ffn, h)?)
                             } else {
                                 None
                             };
@@ -206,11 +201,7 @@ impl Qwen3 {
                                 routing: m.routing,
                             })
                         }
-                        _ => Ffn::Dense(Mlp {
-                            gate: f.matrix(&n("ffn_gate"), c.ffn, h)?,
-                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
-                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
-                        }),
+                        _ => Ffn::Dense(Mlp::load(f, l, "", c.ffn, h)?),
                     },
                 })
             })
@@ -387,6 +378,17 @@ impl Qwen3 {
 }
 
 impl Mlp {
+    /// Layer `layer`'s SwiGLU of inner width `width` from `f`: `blk.L.ffn_{gate,up,down}<suffix>`
+    /// (`""` for a dense layer, `"_shexp"` for shared experts).
+    pub fn load(f: &ModelFile, layer: usize, suffix: &str, width: usize, hidden: usize) -> Result<Mlp> {
+        let n = |s: &str| format!("blk.{layer}.ffn_{s}{suffix}.weight");
+        Ok(Mlp {
+            gate: f.matrix(&n("gate"), width, hidden)?,
+            up: f.matrix(&n("up"), width, hidden)?,
+            down: f.matrix(&n("down"), hidden, width)?,
+        })
+    }
+
     /// `down(silu(gate x) * up x)`.
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
         let gate = self.gate.forward(x)?.silu()?;
