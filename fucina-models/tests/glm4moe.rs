@@ -49,3 +49,36 @@ fn glm4moe_config_reads_the_files_metadata() {
     assert_eq!((m.experts, m.expert_ffn, m.shared, m.dense_lead), (8, 32, 1, 1));
     assert_eq!((m.routing.groups, m.routing.groups_used, m.routing.scale, m.routing.norm_topk), (2, 1, 2.5, true));
 }
+
+/// `ignore_merges` (GLM-4.5's `glm4` and Llama 3's `llama-bpe` pre-tokenizers, as llama.cpp
+/// and HF `tokenizers` have it): a pre-token that is itself a vocabulary entry is that entry,
+/// where the merges alone would stop at other pieces. `chatglm-bpe` (GLM-4) merges.
+#[test]
+fn a_whole_pre_token_in_the_vocabulary_skips_the_merges_where_the_pre_tokenizer_says() {
+    use fucina::formats::gguf::{Array, GgufHeader, Value};
+    use fucina_models::llm::Tokenizer;
+    let s = |x: &str| Value::String(x.as_bytes().to_vec());
+    let tokens = ["a", "b", "c", "ab", "bc", "abc"];
+    let header = |pre: &str| GgufHeader {
+        version: 3,
+        metadata: vec![
+            ("tokenizer.ggml.model".into(), s("gpt2")),
+            ("tokenizer.ggml.pre".into(), s(pre)),
+            (
+                "tokenizer.ggml.tokens".into(),
+                Value::Array(Array::from_values(8, tokens.iter().map(|t| s(t)).collect()).unwrap()),
+            ),
+            ("tokenizer.ggml.token_type".into(), Value::Array(Array::I32(vec![1; tokens.len()]))),
+            // Only `b c` merges: by the merges, "abc" is "a" + "bc".
+            ("tokenizer.ggml.merges".into(), Value::Array(Array::from_values(8, vec![s("b c")]).unwrap())),
+        ],
+        tensors: vec![],
+        alignment: 32,
+        data_offset: 0,
+    };
+    for (pre, want) in [("glm4", vec![5]), ("llama-bpe", vec![5]), ("chatglm-bpe", vec![0, 4]), ("qwen2", vec![0, 4])] {
+        let tok = Tokenizer::from_gguf(&header(pre)).unwrap();
+        assert_eq!(tok.encode("abc").unwrap(), want, "{pre}");
+        assert_eq!(tok.encode("bc").unwrap(), [4], "{pre}");
+    }
+}

@@ -55,7 +55,9 @@ pub struct Tokenizer {
     /// A pre-token that is itself a (non-control) token is that token, whatever the merges
     /// would make of it (llama.cpp's `ignore_merges`, HF's `BPE.ignore_merges`: Llama 3,
     /// GLM-4.5).
-    ignore_merges: bool,
+    /// Holds the byte-level character of each byte (to spell a pre-token as a vocabulary
+    /// entry) exactly when merges are ignored.
+    ignore_merges: Option<[char; 256]>,
     /// A SentencePiece vocabulary's encoder (instead of the byte-level BPE).
     spm: Option<super::spm::Spm>,
     /// The BOS token a raw completion prompt starts with (`tokenizer.ggml.add_bos_token`).
@@ -238,7 +240,7 @@ impl Tokenizer {
             control,
             splits,
             nfc,
-            ignore_merges,
+            ignore_merges: ignore_merges.then(byte_chars),
             spm,
             // The file's `add_bos_token`; where it has none, llama.cpp's default for the
             // vocabulary: SentencePiece and Llama 3's pre-tokenizer add BOS, the rest do not.
@@ -354,9 +356,8 @@ impl Tokenizer {
             }
             pieces = next;
         }
-        let chars = if self.ignore_merges { Some(byte_chars()) } else { None };
         for p in pieces {
-            if let Some(chars) = &chars {
+            if let Some(chars) = &self.ignore_merges {
                 let whole: String = p.bytes().map(|b| chars[b as usize]).collect();
                 if let Some(&id) = self.by_str.get(&whole).filter(|&&id| !self.is_control(id)) {
                     out.push(id);
