@@ -9,6 +9,7 @@ pub mod fuzzing;
 pub mod llm;
 pub mod lm;
 pub mod mlp;
+pub mod nanochat;
 pub mod nam;
 pub mod quantize;
 pub mod qwen3;

@@ -46,6 +46,10 @@ pub struct Muon {
     pub weight_decay: f64,
     /// The optimizer of every parameter that is not 2-D.
     pub adamw: AdamW,
+    /// Parameters (by name prefix) that take AdamW even when 2-D, each at `adamw.lr` times
+    /// its factor: embeddings and output heads, which Muon is not meant for. The first
+    /// matching prefix wins.
+    pub adamw_groups: Vec<(String, f64)>,
     state: OptState,
 }
 
@@ -59,8 +63,23 @@ impl Muon {
             ns_steps: 5,
             weight_decay: 0.0,
             adamw: AdamW::new(adamw_lr).weight_decay(0.0),
+            adamw_groups: Vec::new(),
             state: OptState::default(),
         }
+    }
+
+    /// Sends the parameters whose names start with `prefix` to AdamW, at `lr_factor` times
+    /// its learning rate, whatever their rank.
+    ///
+    /// ```
+    /// use fucina::optim::Muon;
+    /// let opt = Muon::new(0.02, 0.004).adamw_group("embed", 50.0).adamw_group("head", 1.0);
+    /// assert_eq!(opt.adamw_groups.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn adamw_group(mut self, prefix: impl Into<String>, lr_factor: f64) -> Muon {
+        self.adamw_groups.push((prefix.into(), lr_factor));
+        self
     }
 }
 
@@ -68,7 +87,13 @@ impl Optimizer for Muon {
     fn step(&mut self, model: &mut dyn ModuleMut) -> Result<usize> {
         let step = self.state.steps + 1;
         let this = self.clone();
-        let n = update_params(model, &mut self.state.params, |_, shape, p, g, st| {
+        let n = update_params(model, &mut self.state.params, |name, shape, p, g, st| {
+            if let Some((_, factor)) = this.adamw_groups.iter().find(|(pre, _)| name.starts_with(pre.as_str())) {
+                let mut adamw = this.adamw.clone();
+                adamw.lr *= factor;
+                adamw.update_one(step, p, g, st);
+                return Ok(());
+            }
             if shape.len() != 2 {
                 this.adamw.update_one(step, p, g, st);
                 return Ok(());

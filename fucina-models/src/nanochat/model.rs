@@ -1,0 +1,149 @@
+//! nanochat's GPT as a trainable [`Module`]: f32 parameters, a forward over a batch of
+//! equal-length sequences that records its graph inside an exec scope, and the loss.
+//!
+//! The same weights, exported to GGUF (`super::export`), run for inference in the one
+//! decoder of the Llama family ([`crate::qwen3::Qwen3`]), where nanochat's differences are
+//! config data.
+
+use super::config::GptConfig;
+use crate::llm::rope::Rope;
+use crate::qwen3::model::{kv_flat, q_flat};
+use fucina::nn::cross_entropy;
+use fucina::ops::{attention, Mask, RopeStyle};
+use fucina::prelude::*;
+
+/// Attention and MLP weights of one block (no biases, no norm weights).
+#[derive(Module)]
+pub struct GptBlock {
+    /// `[q_flat, hidden]` query projection.
+    pub q: Tensor<axes![q_flat, hidden]>,
+    /// `[kv_flat, hidden]` key projection.
+    pub k: Tensor<axes![kv_flat, hidden]>,
+    /// `[kv_flat, hidden]` value projection.
+    pub v: Tensor<axes![kv_flat, hidden]>,
+    /// `[hidden, q_flat]` output projection.
+    pub o: Tensor<axes![hidden, q_flat]>,
+    /// `[ffn, hidden]` MLP input (`fc1`).
+    pub up: Tensor<axes![ffn, hidden]>,
+    /// `[hidden, ffn]` MLP output (`fc2`).
+    pub down: Tensor<axes![hidden, ffn]>,
+}
+
+/// nanochat's GPT. Parameter names: `embed`, `blocks.L.{q,k,v,o,up,down}`, `head`.
+#[derive(Module)]
+pub struct Gpt {
+    /// Hyper-parameters.
+    #[module(skip)]
+    pub config: GptConfig,
+    /// `[vocab, hidden]` token embedding.
+    pub embed: Tensor<axes![vocab, hidden]>,
+    /// The blocks, first to last.
+    pub blocks: Vec<GptBlock>,
+    /// `[vocab, hidden]` output head (untied).
+    pub head: Tensor<axes![vocab, hidden]>,
+}
+
+/// nanochat's rotation: `rotate_half` with flipped signs, i.e. each pair `(x_i, x_{i+d/2})`
+/// turns by −θ: the usual halves-style tables with negated frequencies.
+pub fn nanochat_rope(config: &GptConfig) -> Result<Rope> {
+    Ok(Rope::new(config.head_dim(), config.rope_theta)?.map_freqs(|_, f| -f))
+}
+
+impl Gpt {
+    /// A freshly initialized model in the current context's RNG stream, as nanochat
+    /// initializes: embedding N(0, 1); q, k, v and MLP input N(0, 1/√hidden); the output
+    /// projections (attention and MLP) zero; the head N(0, 0.001²).
+    pub fn init(ctx: &ExecContext, config: GptConfig) -> Result<Gpt> {
+        config.validate()?;
+        let (h, hd) = (config.hidden, config.head_dim());
+        let (qd, kvd) = (config.heads * hd, config.kv_heads * hd);
+        let std = 1.0 / (h as f32).sqrt();
+        let embed = ctx.randn(&[config.vocab, h], 0.0, 1.0)?;
+        let blocks = (0..config.layers)
+            .map(|_| -> Result<GptBlock> {
+                Ok(GptBlock {
+                    q: ctx.randn(&[qd, h], 0.0, std)?,
+                    k: ctx.randn(&[kvd, h], 0.0, std)?,
+                    v: ctx.randn(&[kvd, h], 0.0, std)?,
+                    o: Tensor::zeros(&[h, qd])?,
+                    up: ctx.randn(&[config.ffn, h], 0.0, std)?,
+                    down: Tensor::zeros(&[h, config.ffn])?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let head = ctx.randn(&[config.vocab, h], 0.0, 0.001)?;
+        Ok(Gpt { config, embed, blocks, head })
+    }
+
+    /// Logits `[seq, vocab]` of `sequences` sequences of equal length laid end to end in
+    /// `tokens` (each attends only to itself, from position 0). Records its graph inside an
+    /// exec scope.
+    pub fn forward(&self, tokens: &[u32], sequences: usize) -> Result<Tensor<axes![seq, vocab]>> {
+        let c = &self.config;
+        let bad = |msg: String| FucinaError::InvalidArgument { op: "Gpt::forward", msg };
+        if sequences == 0 || tokens.is_empty() || !tokens.len().is_multiple_of(sequences) {
+            return Err(bad(format!("{} tokens do not split into {sequences} sequences", tokens.len())));
+        }
+        let t = tokens.len() / sequences;
+        if t > c.context {
+            return Err(bad(format!("sequences of {t} exceed the context of {}", c.context)));
+        }
+        let (n, hd, nkv) = (tokens.len(), c.head_dim(), c.kv_heads);
+        let g = c.heads / nkv;
+        let (cos, sin) = nanochat_rope(c)?.tables(0, t, 1.0)?;
+        let (cos, sin) = if sequences == 1 {
+            (cos, sin)
+        } else {
+            let (cs, ss) = (vec![&cos; sequences], vec![&sin; sequences]);
+            (Tensor::concat::<seq>(&cs)?, Tensor::concat::<seq>(&ss)?)
+        };
+        let ids = Tensor::<axes![seq]>::from_vec(tokens.to_vec(), &[n])?;
+        let mut x = self.embed.embedding(&ids)?.rms_norm::<hidden>(None, c.eps)?;
+        let scale = 1.0 / (hd as f32).sqrt();
+        for b in &self.blocks {
+            let h = x.rms_norm::<hidden>(None, c.eps)?;
+            let q: Tensor<axes![seq, kv_head, group, head_dim]> =
+                einsum!(h, b.q; hidden ->)?.reshape(&[n, nkv, g, hd])?;
+            let k: Tensor<axes![seq, kv_head, head_dim]> = einsum!(h, b.k; hidden ->)?.reshape(&[n, nkv, hd])?;
+            let v: Tensor<axes![seq, kv_head, head_dim]> = einsum!(h, b.v; hidden ->)?.reshape(&[n, nkv, hd])?;
+            let q = q.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
+            let k = k.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
+            let heads = (0..sequences)
+                .map(|s| {
+                    let kv = |x: &Tensor<axes![seq, kv_head, head_dim]>| -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
+                        x.narrow::<seq>(s * t, t)?.rename::<seq, kv_seq>()?.permute()
+                    };
+                    attention(&q.narrow::<seq>(s * t, t)?, &kv(&k)?, &kv(&v)?, scale, Mask::Causal(0))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let a = if sequences == 1 { heads.into_iter().next().ok_or_else(|| bad("no sequence".into()))? } else {
+                Tensor::concat::<seq>(&heads.iter().collect::<Vec<_>>())?
+            };
+            let a: Tensor<axes![seq, q_flat]> = a.reshape(&[n, c.heads * hd])?;
+            x = x.add(&einsum!(a, b.o; q_flat ->)?)?;
+            let h = x.rms_norm::<hidden>(None, c.eps)?;
+            let u = einsum!(h, b.up; hidden ->)?.relu()?;
+            x = x.add(&einsum!(u.mul(&u)?, b.down; ffn ->)?)?;
+        }
+        let x = x.rms_norm::<hidden>(None, c.eps)?;
+        let logits = einsum!(x, self.head; hidden ->)?;
+        match c.softcap {
+            Some(cap) => logits.scale(1.0 / cap)?.tanh()?.scale(cap),
+            None => Ok(logits),
+        }
+    }
+
+    /// Mean next-token cross-entropy of `inputs` against `targets` (same layout as
+    /// [`Gpt::forward`]); targets equal to `ignore` (e.g. prompt positions in SFT) are left out.
+    pub fn loss(&self, inputs: &[u32], targets: &[u32], sequences: usize, ignore: Option<u32>) -> Result<Tensor<()>> {
+        if inputs.len() != targets.len() {
+            return Err(FucinaError::InvalidArgument {
+                op: "Gpt::loss",
+                msg: format!("{} inputs against {} targets", inputs.len(), targets.len()),
+            });
+        }
+        let logits = self.forward(inputs, sequences)?;
+        let y = Tensor::<axes![seq]>::from_vec(targets.to_vec(), &[targets.len()])?;
+        cross_entropy::<vocab, _>(&logits, &y, ignore)
+    }
+}
