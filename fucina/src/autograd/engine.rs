@@ -13,10 +13,15 @@ use std::sync::{Arc, Mutex};
 pub(crate) fn backward(ctx: &ExecContext, root: Arc<Node>, seed: RawTensor) -> Result<()> {
     // Count, for each reachable node, how many reachable consumers feed it a gradient.
     let mut counts: HashMap<*const Node, usize> = HashMap::new();
+    // Each node also gets its place in this walk (the same for the same graph on every
+    // run), which orders the sums of its inputs' gradient contributions.
     let mut seen: HashMap<*const Node, Arc<Node>> = HashMap::new();
     let mut stack = vec![root.clone()];
     seen.insert(Arc::as_ptr(&root), root.clone());
+    let mut ordinal = 0;
     while let Some(n) = stack.pop() {
+        n.ordinal.store(ordinal, Ordering::Relaxed);
+        ordinal += 1;
         for inp in n.inputs().into_iter().flatten() {
             let p = Arc::as_ptr(&inp);
             *counts.entry(p).or_insert(0) += 1;
@@ -61,15 +66,19 @@ fn fire<'s>(s: &rayon::Scope<'s>, ctx: &'s ExecContext, n: Arc<Node>, error: &'s
             }
         };
         let inputs = n.inputs();
+        let me = n.ordinal.load(Ordering::Relaxed);
         for (i, inp) in inputs.into_iter().enumerate() {
             let Some(inp) = inp else { continue };
             if let Some(gi) = grads.get(i).cloned().flatten() {
-                if let Err(e) = inp.accumulate(gi, |a, b| add_same(ctx, a, b)) {
-                    fail(e);
-                }
+                inp.push_part((me, i), gi);
             }
-            if inp.pending.fetch_sub(1, Ordering::AcqRel) == 1 && !inp.is_leaf() {
-                fire(s, ctx, inp, error);
+            if inp.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                // The last contribution is in: sum them in walk order, then go on.
+                if let Err(e) = inp.flush_parts(|a, b| add_same(ctx, a, b)) {
+                    fail(e);
+                } else if !inp.is_leaf() {
+                    fire(s, ctx, inp, error);
+                }
             }
         }
     });

@@ -15,6 +15,12 @@ pub(crate) struct Node {
     grad: Mutex<Option<RawTensor>>,
     /// Consumers whose gradient has not arrived yet (set by the engine before a backward).
     pub(crate) pending: AtomicUsize,
+    /// This node's place in the engine's walk from the loss (set before a backward): the
+    /// order in which its gradient contributions to its inputs are summed.
+    pub(crate) ordinal: AtomicUsize,
+    /// Gradient contributions that arrived during a backward, keyed by (consumer ordinal,
+    /// input slot), summed in key order once the last one is in.
+    parts: Mutex<Vec<((usize, usize), RawTensor)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -31,6 +37,8 @@ impl Node {
             backward: Mutex::new(None),
             grad: Mutex::new(None),
             pending: AtomicUsize::new(0),
+            ordinal: AtomicUsize::new(0),
+            parts: Mutex::new(Vec::new()),
         }
     }
 
@@ -42,6 +50,8 @@ impl Node {
             backward: Mutex::new(Some(backward)),
             grad: Mutex::new(None),
             pending: AtomicUsize::new(0),
+            ordinal: AtomicUsize::new(0),
+            parts: Mutex::new(Vec::new()),
         }
     }
 
@@ -79,6 +89,22 @@ impl Node {
         Ok(())
     }
 
+    /// Keeps a contribution to this node's gradient until [`Node::flush_parts`].
+    pub(crate) fn push_part(&self, key: (usize, usize), g: RawTensor) {
+        lock(&self.parts).push((key, g));
+    }
+
+    /// Adds the kept contributions to the gradient in key order, so the sum is the same
+    /// whatever order the consumers finished in (floating-point addition is not associative).
+    pub(crate) fn flush_parts(&self, add: impl Fn(&RawTensor, &RawTensor) -> Result<RawTensor>) -> Result<()> {
+        let mut parts = std::mem::take(&mut *lock(&self.parts));
+        parts.sort_by_key(|(k, _)| *k);
+        for (_, g) in parts {
+            self.accumulate(g, &add)?;
+        }
+        Ok(())
+    }
+
     /// Runs the backward function, if the graph has not been released.
     pub(crate) fn run_backward(&self, g: &RawTensor) -> Option<Result<Vec<Option<RawTensor>>>> {
         lock(&self.backward).as_ref().map(|f| f(g))
@@ -89,6 +115,7 @@ impl Node {
         lock(&self.backward).take();
         lock(&self.inputs).clear();
         lock(&self.grad).take();
+        lock(&self.parts).clear();
         self.pending.store(0, Ordering::Relaxed);
     }
 }
