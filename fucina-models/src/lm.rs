@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
-pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "deepseek2"];
+pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {

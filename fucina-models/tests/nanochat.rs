@@ -5,7 +5,7 @@
 use fucina::formats::safetensors::SafeTensors;
 use fucina::prelude::*;
 use fucina::tensor::axes::Axes;
-use fucina_models::nanochat::{bpe, Gpt, GptBlock, GptConfig};
+use fucina_models::nanochat::{bpe, train, Gpt, GptBlock, GptConfig};
 use serde_json::Value;
 
 const GOLDENS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/goldens");
@@ -109,7 +109,8 @@ fn gpt_matches_transformers_forward_and_backward() {
 /// same ids for a text it never saw.
 #[test]
 fn bpe_trainer_matches_rustbpe() {
-    let g: Value = serde_json::from_str(&std::fs::read_to_string(format!("{GOLDENS}/nanochat_bpe.json")).unwrap()).unwrap();
+    let g: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{GOLDENS}/nanochat_bpe.json")).unwrap()).unwrap();
     assert_eq!(g["pattern"].as_str().unwrap(), bpe::NANOCHAT_PATTERN);
     let corpus: Vec<&str> = g["corpus"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     let vocab = g["vocab_size"].as_u64().unwrap() as usize;
@@ -123,4 +124,122 @@ fn bpe_trainer_matches_rustbpe() {
     assert_eq!(b.token_bytes[256..], want[..], "merged tokens in learning order");
     let ids: Vec<u32> = g["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
     assert_eq!(b.encode(g["held_out"].as_str().unwrap()).unwrap(), ids);
+}
+
+/// A small model with every weight random (nanochat zero-initializes the output projections).
+fn random_gpt(ctx: &ExecContext, vocab: usize) -> Gpt {
+    let config = GptConfig {
+        vocab,
+        hidden: 32,
+        layers: 2,
+        heads: 4,
+        kv_heads: 2,
+        ffn: 64,
+        context: 64,
+        rope_theta: 10000.0,
+        eps: 1e-6,
+        softcap: Some(15.0),
+    };
+    let mut gpt = Gpt::init(ctx, config).unwrap();
+    for b in &mut gpt.blocks {
+        b.o = ctx.randn(&[32, 32], 0.0, 0.2).unwrap();
+        b.down = ctx.randn(&[32, 64], 0.0, 0.2).unwrap();
+    }
+    gpt.head = ctx.randn(&[vocab, 32], 0.0, 0.3).unwrap();
+    gpt
+}
+
+fn small_vocab() -> train::Vocab {
+    let corpus = [
+        "The capital of France is Paris. What is 12 + 34? 46.",
+        "In the beginning God created the heaven and the earth.",
+    ];
+    train::Vocab::new(bpe::train(corpus, 300, bpe::NANOCHAT_PATTERN, |_, _| {}).unwrap()).unwrap()
+}
+
+/// The exported GGUF, run by the Llama-family decoder with its KV cache, gives the training
+/// module's logits (1e-4), and its tokenizer (read back from the file) the trainer's ids and
+/// chat prompts. Fails if the decoder drops any of nanochat's differences (e.g. the reversed
+/// rotation, the norm after the embedding, the soft-cap or the squared ReLU).
+#[test]
+fn exported_gguf_runs_in_the_decoder() {
+    use fucina_models::llm::batch::LogitRows;
+    use fucina_models::llm::chat::{ChatFormat, Message, Role};
+    use fucina_models::llm::kv_cache::KvType;
+    use fucina_models::llm::tokenizer::Tokenizer;
+    let ctx = ExecContext::new(ExecConfig { seed: 3, ..ExecConfig::default() }).unwrap();
+    let _g = ctx.enter();
+    let mut vocab = small_vocab();
+    let gpt = random_gpt(&ctx, vocab.size());
+    let dir = std::env::temp_dir().join(format!("fucina-nanochat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny.gguf");
+    fucina_models::nanochat::export::write(&gpt, &vocab, "tiny", &path).unwrap();
+    let lm = fucina_models::lm::open(&path, false).unwrap();
+    assert_eq!(lm.arch, "nanochat");
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    for text in ["The capital of France is Paris.", "What is 1234 + 5? It's 1239!", "  café\n\n東京 🙂 they're"] {
+        assert_eq!(tok.encode(text).unwrap(), vocab.encode(text).unwrap(), "{text:?}");
+    }
+    let q = "What is the capital of France?";
+    let prompt = tok.encode_prompt(&ChatFormat::NanoChat.prompt(&[Message::new(Role::User, q)], false)).unwrap();
+    assert_eq!(prompt, vocab.prompt(q).unwrap());
+    let want = gpt.forward(&prompt, 1).unwrap().to_f32_vec();
+    // Prefill in two pieces, so the cache's positions count.
+    let mut cache = lm.model.new_cache(64, KvType::F32).unwrap();
+    let mut got = lm.model.forward(&prompt[..5], &mut cache, LogitRows::All).unwrap().to_f32_vec();
+    got.extend(lm.model.forward(&prompt[5..], &mut cache, LogitRows::All).unwrap().to_f32_vec());
+    let d = max_diff(&got, &want);
+    assert!(d < 1e-4, "the decoder's logits are off by {d}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A run stopped at a checkpoint and resumed gives the same weights, bit for bit, as the run
+/// that never stopped.
+#[test]
+fn resumed_training_is_bit_exact() {
+    use fucina::formats::checkpoint::{load_checkpoint, save_checkpoint};
+    let mut vocab = small_vocab();
+    let docs: Vec<String> = fucina_models::nanochat::data::prose().into_iter().take(40).collect();
+    let stream = train::Stream::documents(&mut vocab, &docs, 7).unwrap();
+    let plan = train::Plan {
+        steps: 4,
+        batch: 2,
+        seq: 16,
+        matrix_lr: 0.02,
+        embed_lr: 0.1,
+        head_lr: 0.004,
+        warmdown: 0.5,
+        seed: 9,
+    };
+    let fresh = |ctx: &ExecContext| random_gpt(ctx, vocab.size());
+    let ctx = ExecContext::new(ExecConfig { seed: 5, ..ExecConfig::default() }).unwrap();
+    let _g = ctx.enter();
+    let mut straight = fresh(&ctx);
+    let mut opt = plan.optimizer();
+    train::run(&ctx, &mut straight, &mut opt, &stream, &plan, 0, |_, _, _| Ok(())).unwrap();
+
+    let ctx2 = ExecContext::new(ExecConfig { seed: 5, ..ExecConfig::default() }).unwrap();
+    let _g2 = ctx2.enter();
+    let mut first = fresh(&ctx2);
+    let mut opt = plan.optimizer();
+    let ckpt = std::env::temp_dir().join(format!("fucina-nanochat-resume-{}.ckpt", std::process::id()));
+    // The same run, checkpointed after its second step.
+    train::run(&ctx2, &mut first, &mut opt, &stream, &plan, 0, |g, o, r| {
+        if r.step == 2 {
+            save_checkpoint(&ckpt, g, o, &ctx2, &Default::default())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let mut resumed = fresh(&ctx2);
+    let mut opt = plan.optimizer();
+    load_checkpoint(&ckpt, &mut resumed, &mut opt, &ctx2).unwrap();
+    train::run(&ctx2, &mut resumed, &mut opt, &stream, &plan, 2, |_, _, _| Ok(())).unwrap();
+    std::fs::remove_file(&ckpt).ok();
+    let (a, b) = (straight.named_params(), resumed.named_params());
+    assert_eq!(a.len(), b.len());
+    for ((na, ta), (_, tb)) in a.iter().zip(&b) {
+        assert!(ta.to_f32_vec() == tb.to_f32_vec(), "{na} differs after the resume");
+    }
 }

@@ -282,8 +282,9 @@ impl DeepSeek {
             };
             x = x.add(&m)?;
         }
-        let logits =
-            batch::logits(x, &spans, batch, |x| lm_head(x, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed))?;
+        let logits = batch::logits(x, &spans, batch, |x| {
+            lm_head(x, Some(&self.norm), c.rms_eps, self.output.as_ref(), &self.embed)
+        })?;
         batch::finish(batch, logits, c.vocab)
     }
 

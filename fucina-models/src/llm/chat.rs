@@ -112,6 +112,9 @@ pub enum ChatFormat {
     /// GLM-4.5/4.6: `[gMASK]<sop><|system|>\n...<|user|>\n...<|assistant|>`, thinking turned
     /// off by `/nothink` on each user turn and an empty `<think></think>` after the prompt.
     Glm4,
+    /// nanochat: `<|bos|><|user_start|>...<|user_end|><|assistant_start|>...<|assistant_end|>`,
+    /// a system message joined to the first user message as nanochat does.
+    NanoChat,
 }
 
 impl ChatFormat {
@@ -120,10 +123,13 @@ impl ChatFormat {
     /// DeepSeek's
     /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
     /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, GLM's
-    /// if it has `[gMASK]` and `<|assistant|>`, ChatML otherwise.
+    /// if it has `[gMASK]` and `<|assistant|>`, nanochat's if it has `<|user_start|>` and
+    /// `<|assistant_start|>`, ChatML otherwise.
     pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str, template: Option<&str>) -> ChatFormat {
         if has_token("[gMASK]") && has_token("<|assistant|>") {
             ChatFormat::Glm4
+        } else if has_token("<|assistant_start|>") && has_token("<|user_start|>") {
+            ChatFormat::NanoChat
         } else if has_token("<|im_start|>") {
             ChatFormat::ChatMl
         } else if has_token("<|start_header_id|>") {
@@ -163,7 +169,11 @@ impl ChatFormat {
         match self {
             ChatFormat::ChatMl => Some(ToolSyntax::Hermes),
             ChatFormat::DeepSeekV3 | ChatFormat::DeepSeekR1 => Some(ToolSyntax::DeepSeek),
-            ChatFormat::DeepSeekV2 | ChatFormat::Llama3 | ChatFormat::Mistral | ChatFormat::Glm4 => None,
+            ChatFormat::DeepSeekV2
+            | ChatFormat::Llama3
+            | ChatFormat::Mistral
+            | ChatFormat::Glm4
+            | ChatFormat::NanoChat => None,
         }
     }
 
@@ -291,6 +301,7 @@ impl ChatFormat {
             ChatFormat::Llama3 => llama3_prompt(&mut p, messages),
             ChatFormat::Mistral => mistral_prompt(&mut p, messages),
             ChatFormat::Glm4 => glm4_prompt(&mut p, messages, think),
+            ChatFormat::NanoChat => nanochat_prompt(&mut p, messages),
             ChatFormat::DeepSeekV2 => {
                 p.control(DS_BOS);
                 for m in messages {
@@ -534,6 +545,34 @@ fn deepseek_prompt(format: ChatFormat, p: &mut Prompt, messages: &[Message], too
 /// as a header and its trimmed text, tool results as `ipython` turns (JSON strings) and an assistant's
 /// (single) tool call as the template's `{"name": ..., "parameters": ...}` JSON, then the
 /// assistant's header. The date is the template's default (no `date_string` is passed).
+/// nanochat's conversation: `<|bos|>`, then `<|user_start|>TEXT<|user_end|>` and
+/// `<|assistant_start|>TEXT<|assistant_end|>` turns (tool results as user turns), a leading
+/// system message joined to the next user message by a blank line, then `<|assistant_start|>`.
+fn nanochat_prompt(p: &mut Prompt, messages: &[Message]) {
+    p.control("<|bos|>");
+    let mut system: Option<&str> = None;
+    for (i, m) in messages.iter().enumerate() {
+        match m.role {
+            Role::System if i == 0 => system = Some(&m.content),
+            Role::System | Role::User | Role::Tool => {
+                p.control("<|user_start|>");
+                if let Some(s) = system.take() {
+                    p.text(s);
+                    p.text("\n\n");
+                }
+                p.text(&m.content);
+                p.control("<|user_end|>");
+            }
+            Role::Assistant => {
+                p.control("<|assistant_start|>");
+                p.text(&m.content);
+                p.control("<|assistant_end|>");
+            }
+        }
+    }
+    p.control("<|assistant_start|>");
+}
+
 fn llama3_prompt(p: &mut Prompt, messages: &[Message]) {
     let header = |p: &mut Prompt, role: &str| {
         p.control("<|start_header_id|>");

@@ -176,7 +176,7 @@ impl LmArgs {
 
 /// The ids that end an answer: the GGUF's EOS, end-of-turn and end-of-message tokens, plus
 /// the families' end markers when present (ChatML's, DeepSeek's, Llama 3's, and GLM's next
-/// turns: `<|user|>`, `<|observation|>`).
+/// turns: `<|user|>`, `<|observation|>`; nanochat's `<|assistant_end|>` and `<|user_start|>`).
 pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
     let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"]
         .iter()
@@ -193,6 +193,8 @@ pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
         "<|end_of_text|>",
         "<|user|>",
         "<|observation|>",
+        "<|assistant_end|>",
+        "<|user_start|>",
     ] {
         v.extend(tok.token_id(t));
     }

@@ -9,11 +9,11 @@ use fucina::quant::QWeight;
 /// embedding `embed` when tied).
 pub fn lm_head(
     x: Tensor<axes![seq, hidden]>,
-    norm: &Tensor<axes![hidden]>,
+    norm: Option<&Tensor<axes![hidden]>>,
     eps: f32,
     output: Option<&QWeight<vocab, hidden>>,
     embed: &QWeight<vocab, hidden>,
 ) -> Result<Tensor<axes![seq, vocab]>> {
-    let x = x.rms_norm::<hidden>(Some(norm), eps)?;
+    let x = x.rms_norm::<hidden>(norm, eps)?;
     output.unwrap_or(embed).forward(&x)
 }

@@ -22,6 +22,11 @@ pub const QWEN2_PATTERN: &str =
 /// runs of up to three, and no normalizer.
 pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// nanochat's split pattern (GPT-4's, with digits in runs of up to two; possessive
+/// quantifiers as nanochat writes them).
+pub const NANOCHAT_PATTERN: &str =
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+";
+
 /// DeepSeek-V3's pre-tokenizer: three splits applied in sequence, each to every piece the
 /// previous one left (digits in runs of up to three, CJK runs, then words and punctuation).
 pub const DEEPSEEK_V3_PATTERNS: [&str; 3] = [
@@ -68,8 +73,9 @@ fn bad(msg: String) -> FucinaError {
     FucinaError::InvalidArgument { op: "tokenizer", msg }
 }
 
-/// GPT-2's reversible byte -> printable character table.
-fn byte_chars() -> [char; 256] {
+/// GPT-2's reversible byte -> printable character table (how a byte-level vocabulary spells
+/// bytes in GGUF and `tokenizer.json`).
+pub fn byte_chars() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for b in 0..256u32 {
@@ -214,6 +220,7 @@ impl Tokenizer {
             _ if spm.is_some() => (Vec::new(), false, false),
             "qwen2" | "default" => (vec![QWEN2_PATTERN], true, false),
             "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false, false),
+            "nanochat" => (vec![NANOCHAT_PATTERN], false, false),
             // Llama 3 and the families llama.cpp files under the same split.
             "llama-bpe" | "llama3" | "llama-v3" => (vec![LLAMA3_PATTERN], false, true),
             "smaug-bpe" => (vec![LLAMA3_PATTERN], false, false),
@@ -221,7 +228,7 @@ impl Tokenizer {
             "glm4" | "chatglm-bpe" => (vec![LLAMA3_PATTERN], false, pre == "glm4"),
             other => {
                 return Err(bad(format!(
-                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe, glm4 and deepseek-v3 are)"
+                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe, glm4, deepseek-v3 and nanochat are)"
                 )));
             }
         };

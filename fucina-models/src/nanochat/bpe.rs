@@ -8,9 +8,7 @@
 use fucina::{FucinaError, Result};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
-/// nanochat's GPT-4-style split pattern: digits in runs of up to two.
-pub const NANOCHAT_PATTERN: &str =
-    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+";
+pub use crate::llm::tokenizer::NANOCHAT_PATTERN;
 
 /// The most merges a training run may ask for.
 pub const MAX_MERGES: usize = 1 << 20;
@@ -146,21 +144,81 @@ pub fn train<'a>(
 }
 
 impl Bpe {
-    /// Encodes `text` with the learned merges (lowest merge first in each piece), without
-    /// special tokens: the reference encoding for the trained ranks.
+    /// Rebuilds a vocabulary from its merges (as saved), checking that each merge joins ids
+    /// that exist before it.
+    pub fn from_merges(pattern: &str, merges: Vec<(u32, u32)>) -> Result<Bpe> {
+        if merges.len() > MAX_MERGES {
+            return Err(FucinaError::InvalidArgument {
+                op: "Bpe::from_merges",
+                msg: format!("{} merges", merges.len()),
+            });
+        }
+        let mut token_bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for (i, &(l, r)) in merges.iter().enumerate() {
+            let n = token_bytes.len();
+            let (Some(a), Some(b)) = (token_bytes.get(l as usize), token_bytes.get(r as usize)) else {
+                return Err(FucinaError::InvalidArgument {
+                    op: "Bpe::from_merges",
+                    msg: format!("merge {i} joins ({l}, {r}) but only {n} ids exist before it"),
+                });
+            };
+            let joined = [a.as_slice(), b.as_slice()].concat();
+            token_bytes.push(joined);
+        }
+        fancy_regex::Regex::new(pattern)
+            .map_err(|e| FucinaError::InvalidArgument { op: "Bpe::from_merges", msg: format!("split pattern: {e}") })?;
+        Ok(Bpe { pattern: pattern.to_string(), merges, token_bytes })
+    }
+
+    /// An encoder for the learned merges (lowest merge first in each piece), without special
+    /// tokens: the reference encoding for the trained ranks.
+    pub fn encoder(&self) -> Result<Encoder> {
+        let re = fancy_regex::Regex::new(&self.pattern)
+            .map_err(|e| FucinaError::InvalidArgument { op: "Bpe::encoder", msg: format!("split pattern: {e}") })?;
+        let rank = self.merges.iter().enumerate().map(|(i, p)| (*p, 256 + i as u32)).collect();
+        Ok(Encoder { re, rank, cache: HashMap::new() })
+    }
+
+    /// Encodes `text` (see [`Bpe::encoder`]).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let bad = |msg: String| FucinaError::InvalidArgument { op: "Bpe::encode", msg };
-        let re = fancy_regex::Regex::new(&self.pattern).map_err(|e| bad(format!("split pattern: {e}")))?;
-        let rank: HashMap<(u32, u32), u32> =
-            self.merges.iter().enumerate().map(|(i, p)| (*p, 256 + i as u32)).collect();
+        self.encoder()?.encode(text)
+    }
+
+    /// Ids in the vocabulary: bytes and merges.
+    pub fn len(&self) -> usize {
+        self.token_bytes.len()
+    }
+
+    /// Whether there are no ids (never: the 256 bytes are always there).
+    pub fn is_empty(&self) -> bool {
+        self.token_bytes.is_empty()
+    }
+}
+
+/// Encodes text with a trained [`Bpe`], remembering each piece's ids.
+pub struct Encoder {
+    re: fancy_regex::Regex,
+    rank: HashMap<(u32, u32), u32>,
+    cache: HashMap<String, Vec<u32>>,
+}
+
+impl Encoder {
+    /// The ids of `text`.
+    pub fn encode(&mut self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::new();
-        for m in re.find_iter(text) {
-            let m = m.map_err(|e| bad(format!("split pattern: {e}")))?;
+        for m in self.re.find_iter(text) {
+            let m =
+                m.map_err(|e| FucinaError::InvalidArgument { op: "Bpe::encode", msg: format!("split pattern: {e}") })?;
+            if let Some(ids) = self.cache.get(m.as_str()) {
+                out.extend_from_slice(ids);
+                continue;
+            }
             let mut w: Vec<u32> = m.as_str().bytes().map(u32::from).collect();
-            while let Some((id, pair)) = pairs_of(&w).filter_map(|p| rank.get(&p).map(|r| (*r, p))).min() {
+            while let Some((id, pair)) = pairs_of(&w).filter_map(|p| self.rank.get(&p).map(|r| (*r, p))).min() {
                 w = merge_in(&w, pair, id);
             }
-            out.extend(w);
+            out.extend_from_slice(&w);
+            self.cache.insert(m.as_str().to_string(), w);
         }
         Ok(out)
     }

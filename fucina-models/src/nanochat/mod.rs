@@ -6,7 +6,10 @@
 
 pub mod bpe;
 pub mod config;
+pub mod data;
+pub mod export;
 pub mod model;
+pub mod train;
 
 pub use config::GptConfig;
 pub use model::{Gpt, GptBlock};

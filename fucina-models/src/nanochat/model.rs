@@ -116,7 +116,9 @@ impl Gpt {
                     attention(&q.narrow::<seq>(s * t, t)?, &kv(&k)?, &kv(&v)?, scale, Mask::Causal(0))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let a = if sequences == 1 { heads.into_iter().next().ok_or_else(|| bad("no sequence".into()))? } else {
+            let a = if sequences == 1 {
+                heads.into_iter().next().ok_or_else(|| bad("no sequence".into()))?
+            } else {
                 Tensor::concat::<seq>(&heads.iter().collect::<Vec<_>>())?
             };
             let a: Tensor<axes![seq, q_flat]> = a.reshape(&[n, c.heads * hd])?;

@@ -28,6 +28,15 @@ pub struct MoeConfig {
     pub routing: Routing,
 }
 
+/// The activation of a dense feed-forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FfnAct {
+    /// `down(silu(gate x) * up x)`: every family but nanochat.
+    SwiGlu,
+    /// `down(relu(up x)²)`, no gate: nanochat.
+    Relu2,
+}
+
 /// The shape of a Qwen3 model (dense, or MoE when `moe` is set).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen3Config {
@@ -71,10 +80,20 @@ pub struct Qwen3Config {
     /// (`attention.sliding_window`: Mistral v0.1's sliding-window attention), or to all
     /// before it.
     pub sliding_window: Option<usize>,
+    /// Whether the RMSNorms have weights (nanochat's have none: each is a plain RMSNorm).
+    pub norm_weights: bool,
+    /// An RMSNorm right after the embedding lookup (nanochat).
+    pub embed_norm: bool,
+    /// The dense feed-forward's activation.
+    pub ffn_act: FfnAct,
+    /// `cap · tanh(logits / cap)` on the output (nanochat's `final_logit_softcapping`).
+    pub logit_softcap: Option<f32>,
+    /// RoPE turns each pair by −θ (nanochat's `rotate_half` with flipped signs).
+    pub rope_reversed: bool,
 }
 
 /// The architectures this config reads.
-pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe"];
+pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "nanochat"];
 
 impl Qwen3Config {
     /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF, checking
@@ -87,6 +106,7 @@ impl Qwen3Config {
             });
         }
         let qwen3 = f.arch.starts_with("qwen3");
+        let nanochat = f.arch == "nanochat";
         let heads = f.usize("attention.head_count")?;
         let hidden = f.usize("embedding_length")?;
         let head_dim = match f.opt_usize("attention.key_length")? {
@@ -141,7 +161,7 @@ impl Qwen3Config {
             rms_eps: f.f32_or("attention.layer_norm_rms_epsilon", if qwen3 { 1e-6 } else { 1e-5 })?,
             moe,
             // Required in Qwen3 files; GLM-4.5 has them where its config says `use_qk_norm`.
-            qk_norm: qwen3 || f.has("blk.0.attn_q_norm.weight"),
+            qk_norm: qwen3 || nanochat || f.has("blk.0.attn_q_norm.weight"),
             qkv_bias: f.has("blk.0.attn_q.bias"),
             rope_style: if f.arch == "llama" { RopeStyle::Pairs } else { RopeStyle::Halves },
             rope_linear: match f.gguf.header().get(&format!("{}.rope.scaling.type", f.arch)).and_then(|v| v.as_str()) {
@@ -161,7 +181,18 @@ impl Qwen3Config {
             nextn,
             // 0 (as llama.cpp's converter writes to turn it off) means none.
             sliding_window: f.opt_usize("attention.sliding_window")?.filter(|&w| w > 0),
+            norm_weights: !nanochat,
+            embed_norm: nanochat,
+            ffn_act: if nanochat { FfnAct::Relu2 } else { FfnAct::SwiGlu },
+            // 0 or absent: no cap.
+            logit_softcap: Some(f.f32_or("final_logit_softcapping", 0.0)?).filter(|c| *c != 0.0),
+            rope_reversed: nanochat,
         };
+        if let Some(cap) = c.logit_softcap {
+            if !(cap.is_finite() && cap > 0.0) {
+                return Err(FucinaError::Format { format: "gguf", msg: format!("final_logit_softcapping {cap}") });
+            }
+        }
         if !(c.rope_linear.is_finite() && c.rope_linear > 0.0) {
             return Err(FucinaError::Format { format: "gguf", msg: format!("RoPE scaling factor {}", c.rope_linear) });
         }

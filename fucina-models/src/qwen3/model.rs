@@ -10,7 +10,7 @@
 //! f32/f16/bf16 or a quantized block format) and run through its kernels; norms and biases
 //! are f32 tensors.
 
-use super::config::Qwen3Config;
+use super::config::{FfnAct, Qwen3Config};
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
@@ -89,10 +89,31 @@ pub struct Moe {
     pub routing: Routing,
 }
 
+/// nanochat's feed-forward: `down(relu(up x)²)`.
+#[derive(Module)]
+pub struct Relu2Mlp {
+    /// `[ffn, hidden]` up projection.
+    #[module(skip)]
+    pub up: QWeight<ffn, hidden>,
+    /// `[hidden, ffn]` down projection.
+    #[module(skip)]
+    pub down: QWeight<hidden, ffn>,
+}
+
+impl Relu2Mlp {
+    /// `down(relu(up x)²)`.
+    pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
+        let u = self.up.forward(x)?.relu()?;
+        self.down.forward(&u.mul(&u)?)
+    }
+}
+
 /// The feed-forward of a block.
 pub enum Ffn {
     /// A SwiGLU MLP.
     Dense(Mlp),
+    /// A squared-ReLU MLP (nanochat).
+    Relu2(Relu2Mlp),
     /// A mixture of experts.
     Moe(Moe),
 }
@@ -100,12 +121,12 @@ pub enum Ffn {
 /// One pre-norm transformer block.
 #[derive(Module)]
 pub struct Block {
-    /// RMSNorm before attention.
-    pub attn_norm: Tensor<axes![hidden]>,
+    /// RMSNorm weight before attention (`None`: a plain RMSNorm).
+    pub attn_norm: Option<Tensor<axes![hidden]>>,
     /// Self-attention.
     pub attn: Attention,
-    /// RMSNorm before the feed-forward.
-    pub ffn_norm: Tensor<axes![hidden]>,
+    /// RMSNorm weight before the feed-forward (`None`: a plain RMSNorm).
+    pub ffn_norm: Option<Tensor<axes![hidden]>>,
     /// Feed-forward.
     #[module(skip)]
     pub ffn: Ffn,
@@ -124,8 +145,8 @@ pub struct Qwen3 {
     pub embed: QWeight<vocab, hidden>,
     /// The blocks, first to last.
     pub blocks: Vec<Block>,
-    /// Final RMSNorm.
-    pub norm: Tensor<axes![hidden]>,
+    /// Final RMSNorm weight (`None`: a plain RMSNorm).
+    pub norm: Option<Tensor<axes![hidden]>>,
     /// `[vocab, hidden]` output projection, `None` when tied to the embedding.
     #[module(skip)]
     pub output: Option<QWeight<vocab, hidden>>,
@@ -140,19 +161,34 @@ impl Qwen3 {
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
         let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let norm = |name: &str, width: usize| -> Result<Option<Tensor<axes![hidden]>>> {
+            if c.norm_weights {
+                Ok(Some(f.dense(name, &[width])?))
+            } else {
+                Ok(None)
+            }
+        };
         let blocks = (0..c.layers)
             .map(|l| -> Result<Block> {
                 let n = |s: &str| format!("blk.{l}.{s}.weight");
                 let b = |s: &str| format!("blk.{l}.{s}.bias");
                 Ok(Block {
-                    attn_norm: f.dense(&n("attn_norm"), &[h])?,
+                    attn_norm: norm(&n("attn_norm"), h)?,
                     attn: Attention {
                         q: f.matrix(&n("attn_q"), qd, h)?,
                         k: f.matrix(&n("attn_k"), kvd, h)?,
                         v: f.matrix(&n("attn_v"), kvd, h)?,
                         o: f.matrix(&n("attn_output"), h, qd)?,
-                        q_norm: if c.qk_norm { Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?) } else { None },
-                        k_norm: if c.qk_norm { Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?) } else { None },
+                        q_norm: if c.qk_norm && c.norm_weights {
+                            Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?)
+                        } else {
+                            None
+                        },
+                        k_norm: if c.qk_norm && c.norm_weights {
+                            Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?)
+                        } else {
+                            None
+                        },
                         bias: if c.qkv_bias {
                             Some(QkvBias {
                                 q: f.dense(&b("attn_q"), &[qd])?,
@@ -166,9 +202,9 @@ impl Qwen3 {
                     // GLM-4.5's pre-feed-forward norm keeps the name of its Hugging Face
                     // weight (`post_attention_layernorm`) in llama.cpp's files.
                     ffn_norm: if f.has(&n("post_attention_norm")) && !f.has(&n("ffn_norm")) {
-                        f.dense(&n("post_attention_norm"), &[h])?
+                        norm(&n("post_attention_norm"), h)?
                     } else {
-                        f.dense(&n("ffn_norm"), &[h])?
+                        norm(&n("ffn_norm"), h)?
                     },
                     ffn: match &c.moe {
                         Some(m) if c.is_moe(l) => {
@@ -201,6 +237,10 @@ impl Qwen3 {
                                 routing: m.routing,
                             })
                         }
+                        _ if c.ffn_act == FfnAct::Relu2 => Ffn::Relu2(Relu2Mlp {
+                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+                        }),
                         _ => Ffn::Dense(Mlp::load(f, l, "", c.ffn, h)?),
                     },
                 })
@@ -221,11 +261,13 @@ impl Qwen3 {
         };
         // Frequencies run over the rotated width: a partial rotation is a whole-head rotation
         // of the leading `rope_dims` values.
-        let rope = Rope::new(c.rope_dims, c.rope_theta)?.map_freqs(|i, x| x / factors[i] / c.rope_linear);
+        // A reversed rotation (nanochat) turns by −θ: the same tables with negated frequencies.
+        let sign = if c.rope_reversed { -1.0 } else { 1.0 };
+        let rope = Rope::new(c.rope_dims, c.rope_theta)?.map_freqs(|i, x| sign * x / factors[i] / c.rope_linear);
         Ok(Qwen3 {
             embed: f.matrix("token_embd.weight", c.vocab, h)?,
             blocks,
-            norm: f.dense("output_norm.weight", &[h])?,
+            norm: norm("output_norm.weight", h)?,
             output,
             rope,
             config: c,
@@ -259,6 +301,11 @@ impl Qwen3 {
             }
             let mlps: Vec<(String, &Mlp)> = match &b.ffn {
                 Ffn::Dense(m) => vec![(String::new(), m)],
+                Ffn::Relu2(m) => {
+                    v.push((format!("blk.{l}.ffn_up"), m.up.ggml_type(), m.up.rows(), m.up.cols()));
+                    v.push((format!("blk.{l}.ffn_down"), m.down.ggml_type(), m.down.rows(), m.down.cols()));
+                    Vec::new()
+                }
                 Ffn::Moe(moe) => {
                     let r = &moe.router;
                     v.push((format!("blk.{l}.ffn_gate_inp"), r.ggml_type(), r.rows(), r.cols()));
@@ -311,13 +358,17 @@ impl Qwen3 {
         let spans = batch::spans(batch, "Qwen3::forward")?;
         let (cos, sin) = batch::rope_tables(&self.rope, batch, 1.0)?;
         let mut x: Tensor<axes![seq, hidden]> = self.embed.lookup(&batch::tokens(batch))?;
+        if c.embed_norm {
+            x = x.rms_norm::<hidden>(None, c.rms_eps)?;
+        }
         for (l, b) in self.blocks.iter().enumerate() {
-            let h = x.rms_norm::<hidden>(Some(&b.attn_norm), c.rms_eps)?;
+            let h = x.rms_norm::<hidden>(b.attn_norm.as_ref(), c.rms_eps)?;
             let a = self.attention(l, &b.attn, &h, &cos, &sin, &spans, batch)?;
             x = x.add(&a)?;
-            let h = x.rms_norm::<hidden>(Some(&b.ffn_norm), c.rms_eps)?;
+            let h = x.rms_norm::<hidden>(b.ffn_norm.as_ref(), c.rms_eps)?;
             let m = match &b.ffn {
                 Ffn::Dense(mlp) => mlp.forward(&h)?,
+                Ffn::Relu2(mlp) => mlp.forward(&h)?,
                 Ffn::Moe(moe) => {
                     let (y, chosen) = moe.forward(&h)?;
                     if let Some(r) = routes.as_deref_mut() {
@@ -328,8 +379,13 @@ impl Qwen3 {
             };
             x = x.add(&m)?;
         }
-        let logits =
-            batch::logits(x, &spans, batch, |x| lm_head(x, &self.norm, c.rms_eps, self.output.as_ref(), &self.embed))?;
+        let logits = batch::logits(x, &spans, batch, |x| {
+            let logits = lm_head(x, self.norm.as_ref(), c.rms_eps, self.output.as_ref(), &self.embed)?;
+            match c.logit_softcap {
+                Some(cap) => logits.scale(1.0 / cap)?.tanh()?.scale(cap),
+                None => Ok(logits),
+            }
+        })?;
         batch::finish(batch, logits, c.vocab)
     }
 
@@ -355,9 +411,11 @@ impl Qwen3 {
         let mut q: Tensor<axes![seq, kv_head, group, head_dim]> = q.reshape(&[s, nkv, g, hd])?;
         let mut k: Tensor<axes![seq, kv_head, head_dim]> = k.reshape(&[s, nkv, hd])?;
         let v: Tensor<axes![seq, kv_head, head_dim]> = v.reshape(&[s, nkv, hd])?;
-        if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
-            q = q.rms_norm::<head_dim>(Some(qn), c.rms_eps)?;
-            k = k.rms_norm::<head_dim>(Some(kn), c.rms_eps)?;
+        // Plain (weightless) q/k norms commute with the rotation (it keeps each head's
+        // length), so nanochat's rotate-then-norm order is this norm-then-rotate one.
+        if c.qk_norm {
+            q = q.rms_norm::<head_dim>(a.q_norm.as_ref(), c.rms_eps)?;
+            k = k.rms_norm::<head_dim>(a.k_norm.as_ref(), c.rms_eps)?;
         }
         let q = q.rope(cos, sin, c.rope_style)?;
         let k = k.rope(cos, sin, c.rope_style)?;
