@@ -243,3 +243,33 @@ fn resumed_training_is_bit_exact() {
         assert!(ta.to_f32_vec() == tb.to_f32_vec(), "{na} differs after the resume");
     }
 }
+
+/// The embedded default (`nanochat all`'s model) answers the README's question, and others it
+/// was trained on, greedily through the chat path the `chat` binary uses.
+#[test]
+fn embedded_default_names_capitals() {
+    use fucina_models::llm::chat::{ChatFormat, Message, Role};
+    use fucina_models::llm::generate::{generate, GenerateOptions};
+    use fucina_models::llm::kv_cache::KvType;
+    use fucina_models::llm::sampling::{Sampler, SamplingParams};
+    use fucina_models::llm::tokenizer::Tokenizer;
+    let lm = fucina_models::lm::open(&fucina_models::llm::cli::default_chat_model(), false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let format = ChatFormat::detect(|t| tok.token_id(t).is_some(), &lm.arch, None);
+    assert_eq!(format, ChatFormat::NanoChat);
+    let stops = fucina_models::llm::cli::stop_tokens(&lm.header, &tok);
+    for (q, want) in [
+        ("What is the capital of France?", "Paris"),
+        ("Which city is the capital of Japan?", "Tokyo"),
+        ("How many centimeters are in 8 meters?", "800 centimeters"),
+    ] {
+        let prompt = tok.encode_prompt(&format.prompt(&[Message::new(Role::User, q)], false)).unwrap();
+        let opts = GenerateOptions { max_tokens: 32, stop_tokens: stops.clone(), ..GenerateOptions::default() };
+        let mut cache = lm.model.new_cache(64, KvType::F32).unwrap();
+        let mut sampler = Sampler::new(SamplingParams::default());
+        let (ids, _) =
+            generate(lm.model.as_ref(), &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |_| true).unwrap();
+        let answer = tok.decode(&ids).unwrap();
+        assert!(answer.contains(want), "{q} -> {answer:?}");
+    }
+}

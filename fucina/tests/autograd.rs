@@ -99,6 +99,36 @@ fn wide_graph_backward_runs_on_the_pool_and_matches_serial() {
 }
 
 #[test]
+fn many_consumers_sum_their_gradients_in_a_fixed_order() {
+    // One tensor read by 48 overlapping narrows of different lengths: its gradient is a sum
+    // of 48 contributions, which arrive in whatever order the pool finishes them. The sum
+    // must not depend on that order: every run, on one thread or two, gives the same bits.
+    let run = |threads: usize| {
+        let ctx = ExecContext::with_backend(BackendKind::Native, threads).unwrap();
+        let x = Tensor::<axes![a, b]>::from_vec((0..96 * 17).map(|i| (i as f32 * 0.731).sin()).collect(), &[96, 17])
+            .unwrap()
+            .requires_grad();
+        let scope = ctx.open_exec_scope();
+        let mut acc: Option<Tensor<()>> = None;
+        for i in 0..48 {
+            let part = x.narrow::<a>(i, 48).unwrap().scale(1.0 + i as f32 * 0.013).unwrap().exp().unwrap();
+            let s = part.sum::<(a, b)>().unwrap();
+            acc = Some(match acc {
+                None => s,
+                Some(p) => p.add(&s).unwrap(),
+            });
+        }
+        acc.unwrap().backward(&ctx).unwrap();
+        drop(scope);
+        x.grad().unwrap().to_f32_vec()
+    };
+    let first = run(2);
+    for threads in [2, 2, 2, 1] {
+        assert!(run(threads) == first, "the gradient changed between runs ({threads} threads)");
+    }
+}
+
+#[test]
 fn cast_passes_the_gradient_through_in_the_input_dtype() {
     // Finite differences cannot see through half-precision rounding, so check the rule directly:
     // d/dx sum(w * cast(x)) = w, returned in x's dtype.

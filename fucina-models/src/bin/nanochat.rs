@@ -39,6 +39,17 @@ enum Cmd {
     Eval(Common),
     /// Every stage in order: tok-train, pretrain, sft, export, eval.
     All(Common),
+    /// Redraw the loss curves (pretrain-loss.png, sft-loss.png) from the loss logs in --dir.
+    Plot(Common),
+    /// Time training steps of the model on random tokens (no corpus needed) and print
+    /// `RESULT tokens_per_s <median>` (benches/nanochat_train_vs_torch.py).
+    BenchStep {
+        #[command(flatten)]
+        common: Common,
+        /// Timed steps (after two untimed ones).
+        #[arg(long, default_value_t = 10)]
+        steps: u64,
+    },
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -111,6 +122,8 @@ fn run(cmd: Cmd) -> Res<()> {
         Cmd::Sft(c) => sft(&c),
         Cmd::Export(c) => export_gguf(&c),
         Cmd::Eval(c) => eval(&c),
+        Cmd::BenchStep { common, steps } => bench_step(&common, steps),
+        Cmd::Plot(c) => ["pretrain", "sft"].iter().try_for_each(|name| plot_log(&c, name)),
         Cmd::All(c) => {
             tok_train(&c)?;
             pretrain(&c)?;
@@ -269,6 +282,15 @@ fn phase(c: &Common, name: &str, ctx: &ExecContext, mut gpt: Gpt, stream: &Strea
         Ok(())
     })
     .map_err(e(name))?;
+    eprintln!("{name}: done in {:.0} s", t0.elapsed().as_secs_f64());
+    plot_log(c, name)?;
+    Ok(gpt)
+}
+
+/// Draws `<name>-loss.png` from `<name>-loss.csv`.
+fn plot_log(c: &Common, name: &str) -> Res<()> {
+    let csv = c.dir.join(format!("{name}-loss.csv"));
+    let log = std::fs::read_to_string(&csv).map_err(|err| format!("{}: {err}", csv.display()))?;
     let losses: Vec<(f64, f64)> = log
         .lines()
         .skip(1)
@@ -279,8 +301,8 @@ fn phase(c: &Common, name: &str, ctx: &ExecContext, mut gpt: Gpt, stream: &Strea
         .collect();
     let png = c.dir.join(format!("{name}-loss.png"));
     plot::write_png(&png, &losses).map_err(|err| format!("{}: {err}", png.display()))?;
-    eprintln!("{name}: done in {:.0} s; loss curve {}", t0.elapsed().as_secs_f64(), png.display());
-    Ok(gpt)
+    eprintln!("{name}: loss curve {}", png.display());
+    Ok(())
 }
 
 fn pretrain(c: &Common) -> Res<()> {
@@ -350,19 +372,25 @@ fn eval(c: &Common) -> Res<()> {
     let tok = Tokenizer::from_gguf(&loaded.header).map_err(e("tokenizer"))?;
     let stops = fucina_models::llm::cli::stop_tokens(&loaded.header, &tok);
     // Bits per byte on the held-out verses, through the training module's loss.
+    // (Both checkpoints: fine-tuning on chat alone costs the model much of its Bible.)
     if let Ok((_, held)) = corpus(c) {
         let mut vocab = load_vocab(c)?;
-        let gpt = restore(c, &ctx, &vocab, "sft", c.sft_steps)?;
-        let bpb = train::bits_per_byte(&gpt, &mut vocab, &held, c.seq).map_err(e("bits per byte"))?;
-        report.push_str(&format!("held-out King James verses ({} documents): {bpb:.4} bits per byte\n", held.len()));
+        for (name, steps) in [("pretrain", c.pretrain_steps), ("sft", c.sft_steps)] {
+            let gpt = restore(c, &ctx, &vocab, name, steps)?;
+            let bpb = train::bits_per_byte(&gpt, &mut vocab, &held, c.seq).map_err(e("bits per byte"))?;
+            report.push_str(&format!(
+                "held-out King James verses ({} documents), after {name}: {bpb:.4} bits per byte\n",
+                held.len()
+            ));
+        }
     }
     let qs = data::questions();
     let mut results: BTreeMap<(String, &str), (usize, usize)> = BTreeMap::new();
     let mut examples = String::new();
     let t0 = Instant::now();
     for (i, q) in qs.iter().enumerate() {
-        // Every held-out question; one training question in 10 of each kind (all capitals).
-        let keep = q.split == Split::HeldOut || q.kind == Kind::Capital || i % 10 == 0;
+        // Every held-out question; every training capital and instruction, one in 10 of the rest.
+        let keep = q.split == Split::HeldOut || matches!(q.kind, Kind::Capital | Kind::Instruction) || i % 10 == 0;
         if !keep {
             continue;
         }
@@ -402,6 +430,31 @@ fn eval(c: &Common) -> Res<()> {
     write_atomic(&path, report.as_bytes())
 }
 
+fn bench_step(c: &Common, steps: u64) -> Res<()> {
+    let ctx = context(c)?;
+    let _g = ctx.enter();
+    let mut gpt = Gpt::init(&ctx, config(c, c.vocab)).map_err(e("model"))?;
+    let mut rng = data::SplitMix(c.seed);
+    let n = (steps as usize + 2) * c.batch * c.seq + 1;
+    let stream = Stream { tokens: (0..n).map(|_| rng.below(c.vocab) as u32).collect(), train: vec![true; n] };
+    let p = Plan { steps: 2 + steps, warmdown: 0.0, ..plan(c, 0, 3) };
+    let mut opt = p.optimizer();
+    let mut times = Vec::new();
+    let mut t = Instant::now();
+    train::run(&ctx, &mut gpt, &mut opt, &stream, &p, 0, |_, _, r| {
+        if r.step > 2 {
+            times.push(r.tokens as f64 / t.elapsed().as_secs_f64());
+        }
+        t = Instant::now();
+        Ok(())
+    })
+    .map_err(e("bench"))?;
+    times.sort_by(f64::total_cmp);
+    let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+    println!("RESULT tokens_per_s {median:.1}");
+    Ok(())
+}
+
 /// Greedy answer of the exported model to one question (at most 48 tokens).
 fn ask(loaded: &fucina_models::lm::LoadedLm, tok: &Tokenizer, stops: &[u32], question: &str) -> Res<String> {
     use fucina_models::llm::chat::{ChatFormat, Message, Role};
@@ -415,60 +468,121 @@ fn ask(loaded: &fucina_models::lm::LoadedLm, tok: &Tokenizer, stops: &[u32], que
     Ok(tok.decode(&ids).map_err(e("decode"))?.trim().to_string())
 }
 
-/// The loss curve as a PNG: loss against step, with a light grid.
+/// The loss curve as a PNG: every step's loss (light red), its running mean over 50 steps
+/// (dark blue), a grid of five levels labelled with their loss, and the last step's number.
 mod plot {
     use std::path::Path;
 
-    const W: usize = 640;
+    const W: usize = 680;
     const H: usize = 360;
-    const PAD: usize = 30;
+    const LEFT: usize = 60;
+    const PAD: usize = 24;
 
-    pub fn write_png(path: &Path, points: &[(f64, f64)]) -> Result<(), String> {
-        let mut px = vec![255u8; W * H * 3];
-        let mut put = |x: usize, y: usize, c: [u8; 3]| {
+    /// 3×5 glyphs for `0-9`, `.` and `-` (rows top to bottom, 3 bits each).
+    fn glyph(c: char) -> [u8; 5] {
+        match c {
+            '0' => [7, 5, 5, 5, 7],
+            '1' => [2, 6, 2, 2, 7],
+            '2' => [7, 1, 7, 4, 7],
+            '3' => [7, 1, 7, 1, 7],
+            '4' => [5, 5, 7, 1, 1],
+            '5' => [7, 4, 7, 1, 7],
+            '6' => [7, 4, 7, 5, 7],
+            '7' => [7, 1, 1, 1, 1],
+            '8' => [7, 5, 7, 5, 7],
+            '9' => [7, 5, 7, 1, 7],
+            '.' => [0, 0, 0, 0, 2],
+            '-' => [0, 0, 7, 0, 0],
+            _ => [0; 5],
+        }
+    }
+
+    struct Canvas(Vec<u8>);
+
+    impl Canvas {
+        fn put(&mut self, x: usize, y: usize, c: [u8; 3]) {
             if x < W && y < H {
-                px[(y * W + x) * 3..(y * W + x) * 3 + 3].copy_from_slice(&c);
-            }
-        };
-        for i in 0..=4 {
-            let y = PAD + i * (H - 2 * PAD) / 4;
-            for x in PAD..W - PAD {
-                put(x, y, [225, 225, 225]);
+                self.0[(y * W + x) * 3..(y * W + x) * 3 + 3].copy_from_slice(&c);
             }
         }
-        for y in PAD..=H - PAD {
-            put(PAD, y, [0, 0, 0]);
-        }
-        for x in PAD..W - PAD {
-            put(x, H - PAD, [0, 0, 0]);
-        }
-        let finite: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
-        if let (Some(first), Some(last)) = (finite.first(), finite.last()) {
-            let (x0, x1) = (first.0, last.0.max(first.0 + 1.0));
-            let ymax = finite.iter().map(|p| p.1).fold(f64::MIN, f64::max);
-            let ymin = finite.iter().map(|p| p.1).fold(f64::MAX, f64::min).min(ymax - 1e-6);
-            let sx = |x: f64| PAD + ((x - x0) / (x1 - x0) * (W - 2 * PAD) as f64) as usize;
-            let sy = |y: f64| H - PAD - ((y - ymin) / (ymax - ymin) * (H - 2 * PAD) as f64) as usize;
-            let mut prev: Option<(usize, usize)> = None;
-            for p in &finite {
-                let (x, y) = (sx(p.0), sy(p.1));
-                if let Some((px0, py0)) = prev {
-                    let steps = px0.abs_diff(x).max(py0.abs_diff(y)).max(1);
-                    for s in 0..=steps {
-                        let t = s as f64 / steps as f64;
-                        let xi = (px0 as f64 + t * (x as f64 - px0 as f64)).round() as usize;
-                        let yi = (py0 as f64 + t * (y as f64 - py0 as f64)).round() as usize;
-                        put(xi, yi, [200, 40, 40]);
+
+        /// Text at `(x, y)` (top left), glyphs scaled 2×.
+        fn text(&mut self, x: usize, y: usize, s: &str) {
+            for (i, ch) in s.chars().enumerate() {
+                for (r, bits) in glyph(ch).iter().enumerate() {
+                    for col in 0..3 {
+                        if bits >> (2 - col) & 1 == 1 {
+                            for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                                self.put(x + i * 8 + col * 2 + dx, y + r * 2 + dy, [0, 0, 0]);
+                            }
+                        }
                     }
                 }
-                prev = Some((x, y));
             }
         }
+
+        fn line(&mut self, a: (usize, usize), b: (usize, usize), c: [u8; 3]) {
+            let steps = a.0.abs_diff(b.0).max(a.1.abs_diff(b.1)).max(1);
+            for s in 0..=steps {
+                let t = s as f64 / steps as f64;
+                let x = (a.0 as f64 + t * (b.0 as f64 - a.0 as f64)).round() as usize;
+                let y = (a.1 as f64 + t * (b.1 as f64 - a.1 as f64)).round() as usize;
+                self.put(x, y, c);
+            }
+        }
+    }
+
+    pub fn write_png(path: &Path, points: &[(f64, f64)]) -> Result<(), String> {
+        let mut cv = Canvas(vec![255u8; W * H * 3]);
+        let finite: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        let (Some(first), Some(last)) = (finite.first(), finite.last()) else { return encode(path, &cv.0) };
+        let (x0, x1) = (first.0, last.0.max(first.0 + 1.0));
+        let ymax = finite.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+        let ymin = finite.iter().map(|p| p.1).fold(f64::MAX, f64::min).min(ymax - 1e-6);
+        let (pw, ph) = (W - LEFT - PAD, H - 2 * PAD);
+        let sx = |x: f64| LEFT + ((x - x0) / (x1 - x0) * pw as f64) as usize;
+        let sy = |y: f64| PAD + ph - ((y - ymin) / (ymax - ymin) * ph as f64) as usize;
+        for i in 0..=4 {
+            let y = PAD + i * ph / 4;
+            cv.line((LEFT, y), (W - PAD, y), [225, 225, 225]);
+            let v = ymax - (ymax - ymin) * i as f64 / 4.0;
+            cv.text(4, y.saturating_sub(5), &format!("{v:.2}"));
+        }
+        cv.line((LEFT, PAD), (LEFT, PAD + ph), [0, 0, 0]);
+        cv.line((LEFT, PAD + ph), (W - PAD, PAD + ph), [0, 0, 0]);
+        cv.text(LEFT, PAD + ph + 6, &format!("{x0:.0}"));
+        let end = format!("{x1:.0}");
+        cv.text(W - PAD - end.len() * 8, PAD + ph + 6, &end);
+        let mut prev = None;
+        for p in &finite {
+            let q = (sx(p.0), sy(p.1));
+            if let Some(a) = prev {
+                cv.line(a, q, [240, 160, 160]);
+            }
+            prev = Some(q);
+        }
+        let (mut prev, mut sum, mut window) = (None, 0.0, std::collections::VecDeque::new());
+        for p in &finite {
+            window.push_back(p.1);
+            sum += p.1;
+            if window.len() > 50 {
+                sum -= window.pop_front().unwrap_or(0.0);
+            }
+            let q = (sx(p.0), sy(sum / window.len() as f64));
+            if let Some(a) = prev {
+                cv.line(a, q, [20, 40, 160]);
+            }
+            prev = Some(q);
+        }
+        encode(path, &cv.0)
+    }
+
+    fn encode(path: &Path, px: &[u8]) -> Result<(), String> {
         let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
         let mut enc = png::Encoder::new(std::io::BufWriter::new(file), W as u32, H as u32);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
         let mut w = enc.write_header().map_err(|e| e.to_string())?;
-        w.write_image_data(&px).map_err(|e| e.to_string())
+        w.write_image_data(px).map_err(|e| e.to_string())
     }
 }
