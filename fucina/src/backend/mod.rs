@@ -324,6 +324,110 @@ pub struct Attention<'a> {
     pub mask: Mask,
 }
 
+/// The operands of an attention backward: contiguous f32 `q [s, h, g, dk]`, `k [h, t, dk]`,
+/// `v [h, t, dv]` and the output's gradient `gy [s, h, g, dv]`, with the forward's sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionGrad<'a> {
+    /// Queries.
+    pub q: &'a [f32],
+    /// Keys.
+    pub k: &'a [f32],
+    /// Values.
+    pub v: &'a [f32],
+    /// Gradient of the output.
+    pub gy: &'a [f32],
+    /// Query positions.
+    pub s: usize,
+    /// Key/value heads.
+    pub h: usize,
+    /// Query heads per key/value head.
+    pub g: usize,
+    /// Key positions.
+    pub t: usize,
+    /// Width of queries and keys.
+    pub dk: usize,
+    /// Width of values.
+    pub dv: usize,
+    /// Factor on the scores.
+    pub scale: f32,
+    /// Which keys each query sees.
+    pub mask: Mask,
+}
+
+/// A dot product in eight interleaved partial sums (the order the specification fixes, and
+/// one the compiler vectorizes).
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// The specification of the attention backward for key/value head `hh`, recomputing the
+/// probabilities: with `P = softmax(S)`, `dV = P^T dY`, `dP = dY V^T`,
+/// `dS = P (dP - rowsum(dP P))`, `dQ = scale dS K`, `dK = scale dS^T Q`. Writes the head's
+/// query gradients into `dq [s, g, dk]` and adds its key and value gradients into
+/// `dk [t, dk]` and `dv [t, dv]` (queries in order, so the sums are fixed).
+pub fn attention_backward_head(p: &AttentionGrad<'_>, hh: usize, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
+    let mut prob = vec![0.0f32; p.t];
+    let mut dp = vec![0.0f32; p.t];
+    let (kh, vh) = (&p.k[hh * p.t * p.dk..][..p.t * p.dk], &p.v[hh * p.t * p.dv..][..p.t * p.dv]);
+    for i in 0..p.s {
+        let keys = p.mask.keys(i, p.t);
+        let (j0, n) = (keys.start, keys.end);
+        for gi in 0..p.g {
+            let row = (i * p.h + hh) * p.g + gi;
+            let qr = &p.q[row * p.dk..(row + 1) * p.dk];
+            let gr = &p.gy[row * p.dv..(row + 1) * p.dv];
+            for j in j0..n {
+                prob[j] = p.scale * dot8(qr, &kh[j * p.dk..][..p.dk]);
+            }
+            let m = prob[j0..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut z = 0.0f32;
+            for pj in prob[j0..n].iter_mut() {
+                *pj = (*pj - m).exp();
+                z += *pj;
+            }
+            let mut dot = 0.0f32;
+            for j in j0..n {
+                prob[j] /= z;
+                dp[j] = dot8(gr, &vh[j * p.dv..][..p.dv]);
+                dot += dp[j] * prob[j];
+                for (o, gv) in dv[j * p.dv..][..p.dv].iter_mut().zip(gr) {
+                    *o += prob[j] * gv;
+                }
+            }
+            let dqr = &mut dq[(i * p.g + gi) * p.dk..][..p.dk];
+            for j in j0..n {
+                let ds = p.scale * prob[j] * (dp[j] - dot);
+                for (o, kv) in dqr.iter_mut().zip(&kh[j * p.dk..][..p.dk]) {
+                    *o += ds * kv;
+                }
+                for (o, qv) in dk[j * p.dk..][..p.dk].iter_mut().zip(qr) {
+                    *o += ds * qv;
+                }
+            }
+        }
+    }
+}
+
+/// Copies head `hh`'s query gradients `[s, g, dk]` into their rows of `dq [s, h, g, dk]`.
+pub fn scatter_query_grads(p: &AttentionGrad<'_>, hh: usize, local: &[f32], dq: &mut [f32]) {
+    let w = p.g * p.dk;
+    for i in 0..p.s {
+        dq[(i * p.h + hh) * w..][..w].copy_from_slice(&local[i * w..][..w]);
+    }
+}
+
 /// Which keys each query of an attention sees.
 ///
 /// ```
@@ -454,6 +558,18 @@ pub trait Kernels: Send + Sync + 'static {
     fn gemm(&self, g: &Gemm<'_>, c: &mut [f32]);
     /// Grouped-query attention into `out [s, h, g, dv]` (see [`Attention`]).
     fn attention(&self, p: &Attention<'_>, out: &mut [f32]);
+    /// The gradients of an attention's queries `dq [s, h, g, dk]`, keys `dk [h, t, dk]` and
+    /// values `dv [h, t, dv]` (zeroed by the caller): [`attention_backward_head`] for every
+    /// head, in order (the specification).
+    fn attention_backward(&self, p: &AttentionGrad<'_>, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
+        let mut local = vec![0.0f32; p.s * p.g * p.dk];
+        for hh in 0..p.h {
+            local.fill(0.0);
+            let (kh, vh) = (&mut dk[hh * p.t * p.dk..][..p.t * p.dk], &mut dv[hh * p.t * p.dv..][..p.t * p.dv]);
+            attention_backward_head(p, hh, &mut local, kh, vh);
+            scatter_query_grads(p, hh, &local, dq);
+        }
+    }
     /// 1-D convolution into contiguous `out [batch, cout, t_out]`.
     fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]);
     /// `out[idx] = if cond[idx] != 0 { t[idx] } else { f[idx] }` over `shape`, operands strided.

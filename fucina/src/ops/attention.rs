@@ -6,7 +6,7 @@
 use super::{contiguous_f32, float_slice, F32Data};
 use crate::axis::{group, kv_head, kv_seq, seq};
 pub use crate::backend::Mask;
-use crate::backend::{Attention, HeadRows, RowStore};
+use crate::backend::{Attention, AttentionGrad, HeadRows, RowStore};
 use crate::error::{FucinaError, Result};
 use crate::exec::graph::record;
 use crate::exec::ExecContext;
@@ -159,9 +159,8 @@ struct Dims {
     mask: Mask,
 }
 
-/// Gradients of q, k and v, recomputing the probabilities: with `P = softmax(S)`,
-/// `dV = P^T dY`, `dP = dY V^T`, `dS = P (dP - rowsum(dP P))`, `dQ = scale dS K`,
-/// `dK = scale dS^T Q`.
+/// Gradients of q, k and v through the backend's kernel (`Kernels::attention_backward`,
+/// which recomputes the probabilities).
 fn backward(
     ctx: &ExecContext,
     d: &Dims,
@@ -176,52 +175,23 @@ fn backward(
         contiguous_f32(ctx, v, "attention backward")?,
         contiguous_f32(ctx, gy, "attention backward")?,
     );
-    let (q, k, v, gy): (&[f32], &[f32], &[f32], &[f32]) = (&q, &k, &v, &gy);
+    let p = AttentionGrad {
+        q: &q,
+        k: &k,
+        v: &v,
+        gy: &gy,
+        s: d.s,
+        h: d.h,
+        g: d.g,
+        t: d.t,
+        dk: d.dk,
+        dv: d.dv,
+        scale: d.scale,
+        mask: d.mask,
+    };
     let mut dq = vec![0.0f32; d.s * d.h * d.g * d.dk];
     let mut dk = vec![0.0f32; d.h * d.t * d.dk];
     let mut dv = vec![0.0f32; d.h * d.t * d.dv];
-    let mut p = vec![0.0f32; d.t];
-    let mut dp = vec![0.0f32; d.t];
-    for i in 0..d.s {
-        let keys = d.mask.keys(i, d.t);
-        let (j0, n) = (keys.start, keys.end);
-        for hh in 0..d.h {
-            for gi in 0..d.g {
-                let row = (i * d.h + hh) * d.g + gi;
-                let qr = &q[row * d.dk..(row + 1) * d.dk];
-                let gr = &gy[row * d.dv..(row + 1) * d.dv];
-                for j in j0..n {
-                    let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
-                    p[j] = d.scale * qr.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>();
-                }
-                let m = p[j0..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut z = 0.0f32;
-                for pj in p[j0..n].iter_mut() {
-                    *pj = (*pj - m).exp();
-                    z += *pj;
-                }
-                let mut dot = 0.0f32;
-                for j in j0..n {
-                    p[j] /= z;
-                    let vr = &v[(hh * d.t + j) * d.dv..][..d.dv];
-                    dp[j] = gr.iter().zip(vr).map(|(a, b)| a * b).sum();
-                    dot += dp[j] * p[j];
-                    for (o, gv) in dv[(hh * d.t + j) * d.dv..][..d.dv].iter_mut().zip(gr) {
-                        *o += p[j] * gv;
-                    }
-                }
-                for j in j0..n {
-                    let ds = d.scale * p[j] * (dp[j] - dot);
-                    let kr = &k[(hh * d.t + j) * d.dk..][..d.dk];
-                    for (o, kv) in dq[row * d.dk..(row + 1) * d.dk].iter_mut().zip(kr) {
-                        *o += ds * kv;
-                    }
-                    for (o, qv) in dk[(hh * d.t + j) * d.dk..][..d.dk].iter_mut().zip(qr) {
-                        *o += ds * qv;
-                    }
-                }
-            }
-        }
-    }
+    ctx.run(d.s * d.t * d.h * d.g * (d.dk + d.dv), |kern| kern.attention_backward(&p, &mut dq, &mut dk, &mut dv));
     Ok((dq, dk, dv))
 }

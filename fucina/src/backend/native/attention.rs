@@ -171,3 +171,33 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
         (0..tasks).for_each(task);
     }
 }
+
+/// The attention backward, one task per key/value head (each head's key and value gradients
+/// are its own rows; its query gradients go to a buffer of its own and are copied into place
+/// after), each running the specification [`crate::backend::attention_backward_head`], so the
+/// result is the scalar backend's bit for bit.
+pub fn attention_backward(p: &crate::backend::AttentionGrad<'_>, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
+    use crate::backend::{attention_backward_head, scatter_query_grads};
+    let work = p.s * p.t * p.h * p.g * (p.dk + p.dv);
+    let heads: Vec<std::sync::Mutex<(&mut [f32], &mut [f32], Vec<f32>)>> = dk
+        .chunks_mut(p.t * p.dk)
+        .zip(dv.chunks_mut(p.t * p.dv))
+        .take(p.h)
+        .map(|(k, v)| std::sync::Mutex::new((k, v, vec![0.0f32; p.s * p.g * p.dk])))
+        .collect();
+    let task = |hh: usize| {
+        // Each task locks only its own head: never contended.
+        let mut slot = heads[hh].lock().unwrap_or_else(|e| e.into_inner());
+        let (k, v, local) = &mut *slot;
+        attention_backward_head(p, hh, local, k, v);
+    };
+    if super::par(work) && p.h > 1 {
+        super::team::for_each(p.h, task);
+    } else {
+        (0..p.h).for_each(task);
+    }
+    for (hh, slot) in heads.into_iter().enumerate() {
+        let (_, _, local) = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+        scatter_query_grads(p, hh, &local, dq);
+    }
+}

@@ -124,6 +124,16 @@ impl Kernels for Native {
         attention::attention(p, out)
     }
 
+    fn attention_backward(
+        &self,
+        p: &crate::backend::AttentionGrad<'_>,
+        dq: &mut [f32],
+        dk: &mut [f32],
+        dv: &mut [f32],
+    ) {
+        attention::attention_backward(p, dq, dk, dv)
+    }
+
     fn conv1d(&self, p: &Conv1d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
         let t_out = p.t_out();
         let kk = p.cin * p.k;
