@@ -83,6 +83,29 @@ xr = signal([64], 13, 100.0)
 case("cast_f16", {"x": xr}, xr.to(torch.float16).to(torch.float32))
 case("cast_bf16", {"x": xr}, xr.to(torch.bfloat16).to(torch.float32))
 
+# comparisons, clamp, order ops, triangles, broadcasting (issue 18's missing ops)
+xa = signal([3, 5, 6], 14, 2.0)
+ya = signal([5, 6], 15, 2.0)
+case("clamp", {"x": xa}, torch.clamp(xa, -0.7, 1.1), lo=-0.7, hi=1.1)
+for name, f in [("gt", torch.gt), ("ge", torch.ge), ("lt", torch.lt), ("le", torch.le), ("eq", torch.eq), ("ne", torch.ne)]:
+    yr = ya.clone()
+    yr[::2, ::3] = xa[0, ::2, ::3]  # some equal pairs, so eq/ne/ge/le see ties
+    case(f"cmp_{name}", {"x": xa, "y": yr}, f(xa, yr).float())
+case("cmp_gt_scalar", {"x": xa}, torch.gt(xa, 0.25).float(), value=0.25)
+case("cumsum_mid", {"x": xa}, torch.cumsum(xa, dim=1))
+case("cumsum_last", {"x": xa}, torch.cumsum(xa, dim=2))
+xt = torch.round(xa * 4) / 4  # ties, to pin the first-index rule
+case("argmax_mid", {"x": xt}, torch.argmax(xt, dim=1).float())
+case("argmin_last", {"x": xt}, torch.argmin(xt, dim=2).float())
+vals, idx = torch.topk(xa, 3, dim=1)
+case("topk_mid_values", {"x": xa}, vals, k=3)
+case("topk_mid_indices", {"x": xa}, idx.float(), k=3)
+for dg in (-1, 0, 2):
+    case(f"tril_{dg}", {"x": xa}, torch.tril(xa, dg), diagonal=dg)
+    case(f"triu_{dg}", {"x": xa}, torch.triu(xa, dg), diagonal=dg)
+bv = signal([6], 16)
+case("broadcast_add", {"x": xa, "v": bv}, xa + bv.expand(3, 5, 6))
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "ops.json")
 with open(out, "w") as f:
     json.dump({"generator": "tools/gen_op_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases}, f, indent=None, separators=(",", ":"))

@@ -232,3 +232,25 @@ fn attention_and_rope() {
         });
     }
 }
+
+#[test]
+fn clamp_scans_order_triangles_broadcasts() {
+    // Inputs kept away from the clamp bounds, where differences are not derivatives.
+    let x: Vec<f32> = values(40, 24)
+        .iter()
+        .map(|v| v * 2.0)
+        .map(|v| if (v.abs() - 0.6).abs() < 0.05 { v + 0.1 } else { v })
+        .collect();
+    let x = RawTensor::from_buffer(fucina::storage::Buffer::F32(x), &[2, 3, 4]).unwrap();
+    let row = raw(41, &[4], 1.0);
+    check("clamp", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).clamp(-0.6, 0.6)?));
+    check("cumsum_b", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).cumsum::<b>()?));
+    check("cumsum_c", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).cumsum::<c>()?));
+    check("topk values", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).topk::<c>(2)?.0));
+    check("tril", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).tril::<b, c>(0)?));
+    check("triu", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).triu::<b, c>(1)?));
+    check("broadcast_to", std::slice::from_ref(&row), |v| {
+        weigh(t::<axes![c]>(&v[0]).broadcast_to::<axes![c, a, b]>(&[4, 2, 3])?)
+    });
+    check("unsqueeze", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).unsqueeze::<d>()?.scale(2.0)?));
+}

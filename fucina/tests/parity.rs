@@ -441,3 +441,39 @@ fn side_by_side_jobs_keep_order_and_values_on_the_team() {
     });
     assert!(failing.unwrap_err().to_string().contains("four"));
 }
+
+#[test]
+fn order_scan_compare_and_clamp_ops_match_scalar_bit_for_bit() {
+    // Big enough for the native backend to split the work over threads.
+    let mut all = shapes(9, 10);
+    all.push((64, 129, 33, false));
+    all.push((5, 300, 70, true));
+    for (i, (sa, sb, sc, tr)) in all.into_iter().enumerate() {
+        // Rounded values, so ties are common and the first-index rule is exercised.
+        let x = tensor3(100 + i as u64, sa, sb, sc, tr).scale(8.0).unwrap();
+        let x = Tensor::<axes![a, b, c]>::from_vec(x.to_f32_vec().iter().map(|v| v.round()).collect(), &[sa, sb, sc])
+            .unwrap();
+        let y = tensor3(200 + i as u64, 1, sb, sc, false).scale(8.0).unwrap().sum::<a>().unwrap();
+        let k = sb.min(3);
+        let tag = format!("{sa}x{sb}x{sc} t={tr}");
+        let run = || {
+            let (tv, ti) = x.topk::<b>(k).unwrap();
+            vec![
+                x.argmax::<b>().unwrap().to_f32_vec(),
+                x.argmin::<c>().unwrap().to_f32_vec(),
+                tv.to_f32_vec(),
+                ti.to_f32_vec(),
+                x.cumsum::<b>().unwrap().to_f32_vec(),
+                x.cumsum::<a>().unwrap().to_f32_vec(),
+                x.clamp(-2.0, 3.0).unwrap().to_f32_vec(),
+                x.ge(&y).unwrap().to_f32_vec(),
+                x.ne_scalar(0.0).unwrap().to_f32_vec(),
+            ]
+        };
+        let (s, n) = on_both(run);
+        for (j, (sv, nv)) in s.iter().zip(&n).enumerate() {
+            assert_eq!(sv.len(), nv.len(), "{tag} output {j}");
+            assert!(sv.iter().zip(nv).all(|(p, q)| p.to_bits() == q.to_bits()), "{tag} output {j} differs");
+        }
+    }
+}

@@ -137,6 +137,45 @@ impl Case {
                 let r = self.t::<axes![a]>("x").cast(dt).unwrap();
                 (r.to_f32_vec(), r.shape().to_vec(), 0.0, 0.0)
             }
+            "clamp" => ew(x().clamp(self.f("lo"), self.f("hi")).unwrap()),
+            n if n.starts_with("cmp_") => {
+                let y = || self.t::<axes![b, c]>("y");
+                let r = match &n[4..] {
+                    "gt" => x().gt(&y()),
+                    "ge" => x().ge(&y()),
+                    "lt" => x().lt(&y()),
+                    "le" => x().le(&y()),
+                    "eq" => x().eq(&y()),
+                    "ne" => x().ne(&y()),
+                    "gt_scalar" => x().gt_scalar(self.f("value")),
+                    other => panic!("no comparison {other}"),
+                };
+                (r.unwrap().to_f32_vec(), x().shape().to_vec(), 0.0, 0.0)
+            }
+            "cumsum_mid" => red(x().cumsum::<b>().unwrap().to_f32_vec(), x().shape()),
+            "cumsum_last" => red(x().cumsum::<c>().unwrap().to_f32_vec(), x().shape()),
+            "argmax_mid" => {
+                let r = x().argmax::<b>().unwrap();
+                (r.to_f32_vec(), r.shape().to_vec(), 0.0, 0.0)
+            }
+            "argmin_last" => {
+                let r = x().argmin::<c>().unwrap();
+                (r.to_f32_vec(), r.shape().to_vec(), 0.0, 0.0)
+            }
+            "topk_mid_values" | "topk_mid_indices" => {
+                let (v, i) = x().topk::<b>(self.u("k")).unwrap();
+                let r = if self.name.ends_with("values") { v } else { i };
+                (r.to_f32_vec(), r.shape().to_vec(), 0.0, 0.0)
+            }
+            n if n.starts_with("tril_") || n.starts_with("triu_") => {
+                let dg = self.params["diagonal"].as_i64().unwrap();
+                let r = if n.starts_with("tril") { x().tril::<b, c>(dg) } else { x().triu::<b, c>(dg) };
+                ew(r.unwrap())
+            }
+            "broadcast_add" => {
+                let v: T3 = self.t::<axes![c]>("v").broadcast_to(x().shape()).unwrap();
+                ew(x().add(&v).unwrap())
+            }
             other => panic!("golden case `{other}` has no runner: add it here"),
         }
     }

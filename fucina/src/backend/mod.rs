@@ -9,12 +9,14 @@ pub mod interleave;
 pub mod native;
 pub mod qdot;
 pub mod qdot_k;
+pub mod rank;
 pub mod rowdot;
 pub mod scalar;
 pub mod weights;
 
 pub use interleave::Interleaved;
 pub use native::team::Team;
+pub use rank::{ArgOp, Scan};
 
 /// Whether tasks split by [`for_each_task`] on this thread run on a worker [`Team`] it
 /// drives (a model's forward under `ExecContext::run_on_pool`).
@@ -73,6 +75,10 @@ pub enum UnaryOp {
     Step,
     /// `-1`, `0` or `1`
     Sign,
+    /// `x` limited to `[lo, hi]` (NaN stays NaN, as `torch.clamp`)
+    Clamp(f32, f32),
+    /// `1` where `lo <= x <= hi`, else `0` (derivative of `Clamp`)
+    InRange(f32, f32),
     /// derivative of `Gelu`: `Phi(x) + x phi(x)`
     GeluDeriv,
     /// derivative of `GeluTanh`
@@ -100,6 +106,14 @@ pub enum BinaryOp {
     Gt,
     /// `1` where `a == b`, else `0`
     Eq,
+    /// `1` where `a >= b`, else `0`
+    Ge,
+    /// `1` where `a < b`, else `0`
+    Lt,
+    /// `1` where `a <= b`, else `0`
+    Le,
+    /// `1` where `a != b` (or either is NaN), else `0`
+    Ne,
 }
 
 /// A distribution for [`Kernels::fill_random`].
@@ -627,6 +641,34 @@ pub trait Kernels: Send + Sync + 'static {
     fn weight_repack(&self, w: &WeightMat<'_>, layout: Interleaved, out: &mut [u8]) {
         interleave::interleave(layout, w.rows, w.cols, w.data, out)
     }
+    /// `out [outer, inner]`: the index along the middle axis of contiguous `x [outer, len,
+    /// inner]` of each line's largest or smallest element ([`rank::arg_line`]; `len >= 1`).
+    fn arg_reduce(&self, op: ArgOp, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [u32]) {
+        for o in 0..outer {
+            for i in 0..inner {
+                out[o * inner + i] = rank::arg_line(op, x, len, inner, o * len * inner + i);
+            }
+        }
+    }
+    /// `vals`, `idx` `[outer, k, inner]`: the `k <= len` first elements of each line of
+    /// contiguous `x [outer, len, inner]` in [`rank::rank_desc`] order, and their indices.
+    #[allow(clippy::too_many_arguments)]
+    fn topk(&self, x: &[f32], outer: usize, len: usize, inner: usize, k: usize, vals: &mut [f32], idx: &mut [u32]) {
+        for o in 0..outer {
+            for i in 0..inner {
+                rank::topk_line(x, len, inner, o * len * inner + i, k, vals, idx, o * k * inner + i);
+            }
+        }
+    }
+    /// `out [outer, len, inner]`: the running sums of each line of contiguous `x` in the
+    /// direction `dir` ([`rank::cumsum_line`]).
+    fn cumsum(&self, dir: Scan, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]) {
+        for o in 0..outer {
+            for i in 0..inner {
+                rank::cumsum_line(dir, x, len, inner, o * len * inner + i, out);
+            }
+        }
+    }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {
         for (i, v) in out.iter_mut().enumerate() {
@@ -749,6 +791,16 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
             let s = 1.0 / (1.0 + (-x).exp());
             s * (1.0 + x * (1.0 - s))
         }
+        UnaryOp::Clamp(lo, hi) => {
+            if x < lo {
+                lo
+            } else if x > hi {
+                hi
+            } else {
+                x
+            }
+        }
+        UnaryOp::InRange(lo, hi) => f32::from(u8::from(lo <= x && x <= hi)),
     }
 }
 
@@ -769,12 +821,10 @@ pub fn binary_scalar(op: BinaryOp, a: f32, b: f32) -> f32 {
                 0.0
             }
         }
-        BinaryOp::Eq => {
-            if a == b {
-                1.0
-            } else {
-                0.0
-            }
-        }
+        BinaryOp::Eq => f32::from(u8::from(a == b)),
+        BinaryOp::Ge => f32::from(u8::from(a >= b)),
+        BinaryOp::Lt => f32::from(u8::from(a < b)),
+        BinaryOp::Le => f32::from(u8::from(a <= b)),
+        BinaryOp::Ne => f32::from(u8::from(a != b)),
     }
 }

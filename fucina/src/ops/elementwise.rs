@@ -44,7 +44,13 @@ fn unary_backward(ctx: &ExecContext, op: UnaryOp, x: &RawTensor, y: &RawTensor, 
         UnaryOp::Recip => u(UnaryOp::Neg, &mul(g, &u(UnaryOp::Square, y)?)?),
         UnaryOp::Affine(a, _) => u(UnaryOp::Affine(a, 0.0), g),
         UnaryOp::Powf(p) => u(UnaryOp::Affine(p, 0.0), &mul(g, &u(UnaryOp::Powf(p - 1.0), x)?)?),
-        UnaryOp::Step | UnaryOp::Sign | UnaryOp::GeluDeriv | UnaryOp::GeluTanhDeriv | UnaryOp::SiluDeriv => {
+        UnaryOp::Clamp(lo, hi) => mul(g, &u(UnaryOp::InRange(lo, hi), x)?),
+        UnaryOp::Step
+        | UnaryOp::Sign
+        | UnaryOp::GeluDeriv
+        | UnaryOp::GeluTanhDeriv
+        | UnaryOp::SiluDeriv
+        | UnaryOp::InRange(..) => {
             Err(FucinaError::InvalidArgument { op: "backward", msg: format!("{op:?} is not differentiable") })
         }
     }
@@ -136,7 +142,7 @@ fn binary_backward(
             let rest = unary_raw(ctx, UnaryOp::Affine(-1.0, 1.0), &mask)?;
             Ok((ga, down(&bin(BinaryOp::Mul, g, an, &rest, an)?)?))
         }
-        BinaryOp::Gt | BinaryOp::Eq => {
+        BinaryOp::Gt | BinaryOp::Eq | BinaryOp::Ge | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Ne => {
             Err(FucinaError::InvalidArgument { op: "backward", msg: format!("{op:?} is not differentiable") })
         }
     }

@@ -3,15 +3,19 @@
 
 mod attention;
 mod attention_q8;
+mod broadcast;
+mod compare;
 mod conv;
 mod elementwise;
 pub(crate) mod grad;
 mod index;
 mod matmul;
+mod order;
 mod random;
 mod reduce;
 mod rope;
 mod shape;
+mod triangle;
 
 pub use attention::{attention, Mask};
 pub use attention_q8::{attention_q8_0, Q8Rows};

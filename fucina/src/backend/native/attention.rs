@@ -172,6 +172,9 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
     }
 }
 
+/// One head's key and value gradient rows, and its own query-gradient buffer.
+type HeadGrads<'a> = (&'a mut [f32], &'a mut [f32], Vec<f32>);
+
 /// The attention backward, one task per key/value head (each head's key and value gradients
 /// are its own rows; its query gradients go to a buffer of its own and are copied into place
 /// after), each running the specification [`crate::backend::attention_backward_head`], so the
@@ -179,7 +182,7 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
 pub fn attention_backward(p: &crate::backend::AttentionGrad<'_>, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
     use crate::backend::{attention_backward_head, scatter_query_grads};
     let work = p.s * p.t * p.h * p.g * (p.dk + p.dv);
-    let heads: Vec<std::sync::Mutex<(&mut [f32], &mut [f32], Vec<f32>)>> = dk
+    let heads: Vec<std::sync::Mutex<HeadGrads<'_>>> = dk
         .chunks_mut(p.t * p.dk)
         .zip(dv.chunks_mut(p.t * p.dv))
         .take(p.h)

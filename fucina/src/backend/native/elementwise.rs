@@ -42,7 +42,19 @@ fn unary_body<M: MulAdd>(op: UnaryOp, x: &[f32], y: &mut [f32]) {
             let s = simd::sigmoid::<M>(v);
             s * M::mul_add(v, 1.0 - s, 1.0)
         }),
-        UnaryOp::Log | UnaryOp::Softplus | UnaryOp::Powf(_) | UnaryOp::Sign | UnaryOp::GeluTanhDeriv => {
+        UnaryOp::Clamp(lo, hi) => map!(|v| if v < lo {
+            lo
+        } else if v > hi {
+            hi
+        } else {
+            v
+        }),
+        UnaryOp::Log
+        | UnaryOp::Softplus
+        | UnaryOp::Powf(_)
+        | UnaryOp::Sign
+        | UnaryOp::GeluTanhDeriv
+        | UnaryOp::InRange(..) => {
             map!(|v| unary_scalar(op, v))
         }
     }
@@ -100,6 +112,10 @@ fn binary_row_body(op: BinaryOp, a: &[f32], sa: usize, b: &[f32], sb: usize, out
         BinaryOp::Min => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Min, x, y)),
         BinaryOp::Gt => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Gt, x, y)),
         BinaryOp::Eq => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Eq, x, y)),
+        BinaryOp::Ge => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Ge, x, y)),
+        BinaryOp::Lt => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Lt, x, y)),
+        BinaryOp::Le => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Le, x, y)),
+        BinaryOp::Ne => go!(|x: f32, y: f32| binary_scalar(BinaryOp::Ne, x, y)),
     }
 }
 

@@ -12,6 +12,7 @@ mod gemm;
 mod interleaved;
 mod kgemm;
 pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
+mod rank;
 mod reduce;
 mod rowgemm;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};
@@ -234,6 +235,18 @@ impl Kernels for Native {
 
     fn weight_repack(&self, w: &super::WeightMat<'_>, layout: super::Interleaved, out: &mut [u8]) {
         weights::weight_repack(w, layout, out)
+    }
+
+    fn arg_reduce(&self, op: super::ArgOp, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [u32]) {
+        rank::arg_reduce(op, x, outer, len, inner, out)
+    }
+
+    fn topk(&self, x: &[f32], outer: usize, len: usize, inner: usize, k: usize, vals: &mut [f32], idx: &mut [u32]) {
+        rank::topk(x, outer, len, inner, k, vals, idx)
+    }
+
+    fn cumsum(&self, dir: super::Scan, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]) {
+        rank::cumsum(dir, x, outer, len, inner, out)
     }
 
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {
