@@ -189,10 +189,14 @@ pub fn einsum(input: TokenStream) -> TokenStream {
     }
 }
 
-/// `#[derive(Module)]`: parameter listing, visiting, counting and naming for a struct.
+/// `#[derive(Module)]`: parameter listing, visiting, counting and naming for a struct or
+/// an enum.
 ///
 /// Every field must be a `Tensor`, a sub-module, or a `Vec`/array/`Option` of those;
-/// mark other fields `#[module(skip)]`.
+/// mark other fields `#[module(skip)]`. An enum visits the variant it holds: named fields
+/// by name, several unnamed fields by index, and a single unnamed field transparently (its
+/// parameters keep their own names, so `Ffn::SwiGlu(mlp)` names `ffn.gate`, not `ffn.0.gate`).
+/// Generic structs are bounded by their field types, so axis parameters need no bound.
 #[proc_macro_derive(Module, attributes(module))]
 pub fn derive_module(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as DeriveInput);

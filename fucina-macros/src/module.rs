@@ -31,77 +31,170 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<(bool, Option<String>)> 
     Ok((skip, rename))
 }
 
-/// Writes the `Module` impl for a struct.
-pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
-    let ident = &input.ident;
-    let data = match &input.data {
-        Data::Struct(s) => s,
-        Data::Enum(e) => {
-            return Err(syn::Error::new(
-                e.enum_token.span,
-                "#[derive(Module)] supports structs only: an enum has no fixed set of parameters",
-            ))
+/// The fields of one struct or variant that are parameters: how to reach each (a path
+/// after `self.` for a struct, a binding name for a variant), its name, and its type.
+fn collect_fields(fields: &Fields, binding: bool) -> syn::Result<Vec<(FieldInfo, syn::Type)>> {
+    let mut out = Vec::new();
+    let one_unnamed = matches!(fields, Fields::Unnamed(u) if u.unnamed.len() == 1);
+    for (i, f) in fields.iter().enumerate() {
+        let (skip, rename) = field_attrs(&f.attrs)?;
+        if skip {
+            continue;
         }
-        Data::Union(u) => return Err(syn::Error::new(u.union_token.span, "#[derive(Module)] supports structs only")),
-    };
-    let mut fields = Vec::new();
-    match &data.fields {
-        Fields::Named(named) => {
-            for f in &named.named {
-                let (skip, rename) = field_attrs(&f.attrs)?;
-                if skip {
-                    continue;
-                }
-                let Some(id) = f.ident.as_ref() else { continue };
+        let (access, default_name) = match &f.ident {
+            Some(id) => {
                 let raw = id.to_string();
                 let plain = raw.strip_prefix("r#").unwrap_or(&raw).to_string();
-                fields.push(FieldInfo { access: quote!(#id), name: rename.unwrap_or(plain), span: f.ty.span() });
+                (quote!(#id), plain)
             }
-        }
-        Fields::Unnamed(unnamed) => {
-            for (i, f) in unnamed.unnamed.iter().enumerate() {
-                let (skip, rename) = field_attrs(&f.attrs)?;
-                if skip {
-                    continue;
-                }
+            None if binding => {
+                let b = format_ident!("__f{}", i);
+                // A variant's single unnamed field is transparent: its parameters keep their names.
+                (quote!(#b), if one_unnamed { String::new() } else { i.to_string() })
+            }
+            None => {
                 let idx = syn::Index::from(i);
-                fields.push(FieldInfo {
-                    access: quote!(#idx),
-                    name: rename.unwrap_or_else(|| i.to_string()),
-                    span: f.ty.span(),
-                });
+                (quote!(#idx), i.to_string())
+            }
+        };
+        out.push((FieldInfo { access, name: rename.unwrap_or(default_name), span: f.ty.span() }, f.ty.clone()));
+    }
+    Ok(out)
+}
+
+/// Whether `ty` mentions one of the type parameters (then it needs a `Module` bound).
+fn mentions(ty: &syn::Type, params: &[syn::Ident]) -> bool {
+    fn walk(ts: TokenStream2, params: &[syn::Ident]) -> bool {
+        ts.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => params.contains(&i),
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), params),
+            _ => false,
+        })
+    }
+    walk(quote!(#ty), params)
+}
+
+/// Writes the `Module` impl for a struct, or for an enum (the parameters of the variant it
+/// holds; a variant's single unnamed field adds no name of its own).
+pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let ident = &input.ident;
+    let params: Vec<syn::Ident> = input
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| if let GenericParam::Type(t) = p { Some(t.ident.clone()) } else { None })
+        .collect();
+    let prefix = format_ident!("__prefix");
+    let visit_one = |f: &FieldInfo, target: TokenStream2| {
+        let name = &f.name;
+        quote_spanned! {f.span=>
+            ::fucina::nn::Module::visit_params(#target, &::fucina::nn::join_name(#prefix, #name), __f);
+        }
+    };
+    let visit_mut_one = |f: &FieldInfo, target: TokenStream2| {
+        let name = &f.name;
+        quote_spanned! {f.span=>
+            ::fucina::nn::Module::visit_params_mut(#target, &::fucina::nn::join_name(#prefix, #name), __f);
+        }
+    };
+    let mut bounded: Vec<syn::Type> = Vec::new();
+    let (visit, visit_mut) = match &input.data {
+        Data::Struct(s) => {
+            let fields = collect_fields(&s.fields, false)?;
+            let v: Vec<_> = fields
+                .iter()
+                .map(|(f, _)| {
+                    let acc = &f.access;
+                    visit_one(f, quote_spanned!(f.span=> &self.#acc))
+                })
+                .collect();
+            let m: Vec<_> = fields
+                .iter()
+                .map(|(f, _)| {
+                    let acc = &f.access;
+                    visit_mut_one(f, quote_spanned!(f.span=> &mut self.#acc))
+                })
+                .collect();
+            bounded.extend(fields.into_iter().map(|(_, t)| t));
+            (quote!(#(#v)*), quote!(#(#m)*))
+        }
+        Data::Enum(e) => {
+            let mut arms = Vec::new();
+            let mut arms_mut = Vec::new();
+            for var in &e.variants {
+                let vid = &var.ident;
+                let fields = collect_fields(&var.fields, true)?;
+                let pattern = match &var.fields {
+                    Fields::Named(n) => {
+                        let ids: Vec<_> = n.named.iter().filter_map(|f| f.ident.clone()).collect();
+                        let used: Vec<_> = fields.iter().map(|(f, _)| f.access.clone()).collect();
+                        let rest: Vec<_> =
+                            ids.iter().filter(|i| !used.iter().any(|u| u.to_string() == i.to_string())).collect();
+                        quote!(#ident::#vid { #(#used,)* #(#rest: _,)* })
+                    }
+                    Fields::Unnamed(u) => {
+                        let binds: Vec<_> = (0..u.unnamed.len())
+                            .map(|i| {
+                                let b = format_ident!("__f{}", i);
+                                if fields.iter().any(|(f, _)| b == f.access.to_string()) {
+                                    quote!(#b)
+                                } else {
+                                    quote!(_)
+                                }
+                            })
+                            .collect();
+                        quote!(#ident::#vid( #(#binds),* ))
+                    }
+                    Fields::Unit => quote!(#ident::#vid),
+                };
+                let v: Vec<_> = fields
+                    .iter()
+                    .map(|(f, _)| {
+                        let a = &f.access;
+                        visit_one(f, quote_spanned!(f.span=> #a))
+                    })
+                    .collect();
+                let m: Vec<_> = fields
+                    .iter()
+                    .map(|(f, _)| {
+                        let a = &f.access;
+                        visit_mut_one(f, quote_spanned!(f.span=> #a))
+                    })
+                    .collect();
+                arms.push(quote!(#pattern => { #(#v)* }));
+                arms_mut.push(quote!(#pattern => { #(#m)* }));
+                bounded.extend(fields.into_iter().map(|(_, t)| t));
+            }
+            if e.variants.is_empty() {
+                (quote!(match *self {}), quote!(match *self {}))
+            } else {
+                (quote!(match self { #(#arms)* }), quote!(match self { #(#arms_mut)* }))
             }
         }
-        Fields::Unit => {}
-    }
-
-    let mut generics = input.generics.clone();
-    for p in generics.params.iter_mut() {
-        if let GenericParam::Type(t) = p {
-            t.bounds.push(syn::parse_quote!(::fucina::nn::Module));
+        Data::Union(u) => {
+            return Err(syn::Error::new(
+                u.union_token.span,
+                "#[derive(Module)] supports structs and enums: a union cannot tell which field holds parameters",
+            ))
         }
+    };
+    // Bound the field types that depend on type parameters (not the parameters themselves:
+    // an axis parameter is no module), so `Linear<O, I>` needs nothing of `O` and `I`.
+    let mut generics = input.generics.clone();
+    let where_c = generics.make_where_clause();
+    for ty in bounded.iter().filter(|t| mentions(t, &params)) {
+        where_c.predicates.push(syn::parse_quote!(#ty: ::fucina::nn::Module));
     }
     let (impl_g, ty_g, where_c) = generics.split_for_impl();
-    let prefix = format_ident!("__prefix");
-    let visit = fields.iter().map(|f| {
-        let (acc, name) = (&f.access, &f.name);
-        quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_params(&self.#acc, &::fucina::nn::join_name(#prefix, #name), __f);
-        }
-    });
-    let visit_mut = fields.iter().map(|f| {
-        let (acc, name) = (&f.access, &f.name);
-        quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_params_mut(&mut self.#acc, &::fucina::nn::join_name(#prefix, #name), __f);
-        }
-    });
     Ok(quote! {
         impl #impl_g ::fucina::nn::Module for #ident #ty_g #where_c {
+            #[allow(unused_variables)]
             fn visit_params(&self, #prefix: &str, __f: &mut dyn FnMut(&str, &::fucina::RawTensor)) {
-                #( #visit )*
+                #visit
             }
+            #[allow(unused_variables)]
             fn visit_params_mut(&mut self, #prefix: &str, __f: &mut dyn FnMut(&str, ::fucina::nn::ParamMut<'_>)) {
-                #( #visit_mut )*
+                #visit_mut
             }
         }
     })

@@ -109,3 +109,56 @@ fn safetensors_round_trip_and_errors() {
     assert!(matches!(net().load_safetensors(&cut), Err(FucinaError::Format { .. })));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[derive(Module)]
+struct Mlp {
+    up: Tensor<axes![h1, hidden]>,
+}
+
+/// Enum modules: the variant held is visited; a single unnamed field is transparent.
+#[derive(Module)]
+enum Ffn {
+    Dense(Mlp),
+    Gated {
+        gate: Tensor<axes![h1, hidden]>,
+        up: Tensor<axes![h1, hidden]>,
+        #[module(skip)]
+        _act: u8,
+    },
+    Pair(Tensor<axes![hidden]>, #[module(rename = "scale")] Tensor<axes![hidden]>),
+    Identity,
+}
+
+#[derive(Module)]
+struct Block {
+    ffn: Ffn,
+}
+
+/// A generic module over axis parameters (bounded by its field types, not by `O`, `I`).
+#[derive(Module)]
+struct Proj<O: fucina::tensor::axes::Axis + Send + Sync, I: fucina::tensor::axes::Axis + Send + Sync> {
+    w: Tensor<(O, I)>,
+    b: Option<Tensor<(O,)>>,
+}
+
+#[test]
+fn enums_and_generic_structs_derive_module() {
+    fn t<A: fucina::tensor::axes::Axes>(s: &[usize]) -> Tensor<A> {
+        Tensor::zeros(s).unwrap()
+    }
+    let names = |f: Ffn| Block { ffn: f }.param_names();
+    assert_eq!(names(Ffn::Dense(Mlp { up: t(&[3, 2]) })), vec!["ffn.up"]);
+    assert_eq!(names(Ffn::Gated { gate: t(&[3, 2]), up: t(&[3, 2]), _act: 0 }), vec!["ffn.gate", "ffn.up"]);
+    assert_eq!(names(Ffn::Pair(t(&[2]), t(&[2]))), vec!["ffn.0", "ffn.scale"]);
+    assert!(names(Ffn::Identity).is_empty());
+    let mut b = Block { ffn: Ffn::Gated { gate: t(&[3, 2]), up: t(&[3, 2]), _act: 0 } };
+    b.visit_params_mut("", &mut |n, mut p| {
+        if n == "ffn.up" {
+            p.set(Tensor::<axes![h1, hidden]>::ones(&[3, 2]).unwrap().into_raw()).unwrap();
+        }
+    });
+    let Ffn::Gated { up, .. } = &b.ffn else { unreachable!() };
+    assert_eq!(up.to_f32_vec(), vec![1.0; 6]);
+    let p: Proj<q, hidden> = Proj { w: t(&[4, 2]), b: Some(t(&[4])) };
+    assert_eq!((p.param_names(), p.num_params()), (vec!["w".to_string(), "b".to_string()], 12));
+}

@@ -50,9 +50,12 @@ impl<'a> ParamMut<'a> {
     }
 }
 
-/// Joins a parameter path: `join_name("layers.0", "w")` is `layers.0.w`.
+/// Joins a parameter path: `join_name("layers.0", "w")` is `layers.0.w`; an empty `name`
+/// (an enum variant's single field) leaves the prefix as it is.
 pub fn join_name(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
+    if name.is_empty() {
+        prefix.to_string()
+    } else if prefix.is_empty() {
         name.to_string()
     } else {
         format!("{prefix}.{name}")

@@ -1,8 +1,9 @@
 use fucina::prelude::*;
 
 #[derive(Module)]
-enum Choice {
-    A(Tensor<axes![hidden]>),
+union Choice {
+    a: f32,
+    b: u32,
 }
 
 fn main() {}
