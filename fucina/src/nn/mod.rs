@@ -1,7 +1,20 @@
-//! Neural-network building blocks: the [`Module`] trait behind `#[derive(Module)]`, and losses.
+//! Neural-network building blocks: the [`Module`] trait behind `#[derive(Module)]`, layers
+//! over named axes ([`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`]),
+//! initializers ([`Init`]) and losses.
 
+mod dropout;
+mod embedding;
+mod init;
+mod linear;
 pub mod loss;
 mod module;
+mod norm;
+
+pub use dropout::{Dropout, Mode};
+pub use embedding::Embedding;
+pub use init::{fans, Init};
+pub use linear::{Bias, Linear, Projected};
+pub use norm::{Affine, LayerNorm, RmsNorm};
 
 pub use loss::{bce_with_logits, cross_entropy, mse_loss};
 pub use module::{join_name, Module, ParamMut};

@@ -1,0 +1,213 @@
+//! `fucina::nn` layers against PyTorch's `torch.nn` modules (`tools/gen_nn_goldens.py`,
+//! committed in `goldens/nn.json`): outputs and the gradients of the input and every
+//! parameter, on both backends, within 1e-5 abs + 1e-5 rel. Initializers, dropout.
+
+mod common;
+
+use common::{assert_close, contexts};
+use fucina::nn::{Affine, Bias, Dropout, Embedding, Init, LayerNorm, Linear, Mode, RmsNorm};
+use fucina::prelude::*;
+use serde_json::Value;
+
+axis!(pub a, pub b);
+
+fn floats(v: &Value) -> Vec<f32> {
+    v["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn shape(v: &Value) -> Vec<usize> {
+    v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
+}
+
+fn tensor<A: fucina::tensor::axes::Axes>(v: &Value) -> Tensor<A> {
+    Tensor::from_vec(floats(v), &shape(v)).unwrap()
+}
+
+fn cases() -> Vec<Value> {
+    let v: Value = serde_json::from_str(include_str!("goldens/nn.json")).unwrap();
+    v["cases"].as_array().unwrap().clone()
+}
+
+/// Runs a layer with loss `sum(y * g)`; returns the output and the named gradients.
+fn check(case: &Value, ctx: &ExecContext, run: impl Fn() -> (Vec<f32>, Vec<(String, Vec<f32>)>)) {
+    let name = case["name"].as_str().unwrap();
+    let (y, grads) = ctx.scope(|| {
+        let _scope = ctx.open_exec_scope();
+        run()
+    });
+    let what = format!("{name} on {:?}", ctx.backend());
+    assert_close(&format!("{what}: output"), &y, &floats(&case["y"]), 1e-5, 1e-5);
+    let want = case["grads"].as_object().unwrap();
+    assert_eq!(grads.len(), want.len(), "{what}: gradient count");
+    for (k, g) in grads {
+        assert_close(&format!("{what}: d{k}"), &g, &floats(&want[&k]), 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn layers_match_torch_nn_outputs_and_gradients() {
+    let all = cases();
+    assert_eq!(all.len(), 5);
+    let (s, n) = contexts();
+    for case in &all {
+        for ctx in [&s, &n] {
+            let p = &case["params"];
+            let g = &case["g"];
+            let c = case.clone();
+            match case["name"].as_str().unwrap() {
+                "linear" => check(case, ctx, || {
+                    let fc = Linear::<out, r#in>::new(tensor(&p["weight"]), Some(tensor(&p["bias"])));
+                    let mut fc = fc;
+                    fc.track_params();
+                    let x = tensor::<axes![batch, seq, in]>(&c["x"]).requires_grad();
+                    let y = fc.forward(&x).unwrap();
+                    let gt = tensor::<axes![batch, seq, out]>(g);
+                    y.mul(&gt).unwrap().sum::<axes![batch, seq, out]>().unwrap().backward(ctx).unwrap();
+                    let gw = fc.weight.grad().unwrap().to_f32_vec();
+                    let gb = fc.bias.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    let gx = x.grad().unwrap().to_f32_vec();
+                    (y.to_f32_vec(), vec![("weight".into(), gw), ("bias".into(), gb), ("x".into(), gx)])
+                }),
+                "linear_no_bias" => check(case, ctx, || {
+                    let mut fc = Linear::<out, r#in>::new(tensor(&p["weight"]), None);
+                    fc.track_params();
+                    let x = tensor::<axes![batch, in]>(&c["x"]).requires_grad();
+                    let y = fc.forward(&x).unwrap();
+                    y.mul(&tensor::<axes![batch, out]>(g))
+                        .unwrap()
+                        .sum::<axes![batch, out]>()
+                        .unwrap()
+                        .backward(ctx)
+                        .unwrap();
+                    let gw = fc.weight.grad().unwrap().to_f32_vec();
+                    (y.to_f32_vec(), vec![("weight".into(), gw), ("x".into(), x.grad().unwrap().to_f32_vec())])
+                }),
+                "layer_norm" => check(case, ctx, || {
+                    let eps = c["extra"]["eps"].as_f64().unwrap() as f32;
+                    let mut ln = LayerNorm::<hidden>::new(6, eps, Affine::Learned).unwrap();
+                    ln.weight = Some(tensor(&p["weight"]));
+                    ln.bias = Some(tensor(&p["bias"]));
+                    ln.track_params();
+                    let x = tensor::<axes![batch, seq, hidden]>(&c["x"]).requires_grad();
+                    let y = ln.forward(&x).unwrap();
+                    let gt = tensor::<axes![batch, seq, hidden]>(g);
+                    y.mul(&gt).unwrap().sum::<axes![batch, seq, hidden]>().unwrap().backward(ctx).unwrap();
+                    let gw = ln.weight.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    let gb = ln.bias.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    (
+                        y.to_f32_vec(),
+                        vec![("weight".into(), gw), ("bias".into(), gb), ("x".into(), x.grad().unwrap().to_f32_vec())],
+                    )
+                }),
+                "rms_norm" => check(case, ctx, || {
+                    let eps = c["extra"]["eps"].as_f64().unwrap() as f32;
+                    let mut rn = RmsNorm::<hidden>::new(6, eps, Affine::Learned).unwrap();
+                    rn.weight = Some(tensor(&p["weight"]));
+                    rn.track_params();
+                    let x = tensor::<axes![seq, hidden]>(&c["x"]).requires_grad();
+                    let y = rn.forward(&x).unwrap();
+                    y.mul(&tensor::<axes![seq, hidden]>(g))
+                        .unwrap()
+                        .sum::<axes![seq, hidden]>()
+                        .unwrap()
+                        .backward(ctx)
+                        .unwrap();
+                    let gw = rn.weight.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    (y.to_f32_vec(), vec![("weight".into(), gw), ("x".into(), x.grad().unwrap().to_f32_vec())])
+                }),
+                "embedding" => check(case, ctx, || {
+                    let mut emb = Embedding::<vocab, hidden>::new(tensor(&p["weight"]));
+                    emb.track_params();
+                    let ids: Vec<u32> = floats(&c["x"]).iter().map(|v| *v as u32).collect();
+                    let ids = Tensor::<axes![batch, seq]>::from_vec(ids, &shape(&c["x"])).unwrap();
+                    let y = emb.forward(&ids).unwrap();
+                    let gt = tensor::<axes![batch, seq, hidden]>(g);
+                    y.mul(&gt).unwrap().sum::<axes![batch, seq, hidden]>().unwrap().backward(ctx).unwrap();
+                    (y.to_f32_vec(), vec![("weight".into(), emb.weight.grad().unwrap().to_f32_vec())])
+                }),
+                other => panic!("no runner for {other}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn half_precision_weights_multiply_in_f32() {
+    let w = Tensor::<axes![out, in]>::from_vec((0..12).map(|i| i as f32 * 0.25 - 1.0).collect(), &[3, 4]).unwrap();
+    let x = Tensor::<axes![batch, in]>::from_vec(vec![1.0, -2.0, 0.5, 3.0], &[1, 4]).unwrap();
+    let ctx = ExecContext::new(ExecConfig::default()).unwrap();
+    assert!(Linear::<out, r#in>::init(&ctx, 4, 3, Bias::Without).unwrap().bias.is_none());
+    assert_eq!(Linear::<out, r#in>::init(&ctx, 4, 3, Bias::With).unwrap().num_params(), 15);
+    let want = Linear::new(w.clone(), None).forward(&x).unwrap().to_f32_vec();
+    for dt in [DType::F16, DType::BF16] {
+        // These weights are exact in both half types, so the products agree exactly.
+        let got = Linear::new(w.cast(dt).unwrap(), None).forward(&x).unwrap().to_f32_vec();
+        assert_eq!(got, want, "{dt:?}");
+    }
+}
+
+#[test]
+fn initializers_have_torchs_bounds_and_spreads_and_repeat_under_a_seed() {
+    let ctx = || ExecContext::new(ExecConfig { seed: 11, ..ExecConfig::default() }).unwrap();
+    let stats = |v: &[f32]| {
+        let m = v.iter().sum::<f32>() / v.len() as f32;
+        let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f32>() / v.len() as f32;
+        (m, var.sqrt(), v.iter().fold(0.0f32, |a, x| a.max(x.abs())))
+    };
+    let (fan_in, fan_out) = (200usize, 300usize);
+    let sh = [fan_out, fan_in];
+    let cases = [
+        (Init::KaimingUniform { gain: 2f32.sqrt() }, (6.0 / fan_in as f32).sqrt(), Some((6.0 / fan_in as f32).sqrt())),
+        (Init::KaimingNormal { gain: 2f32.sqrt() }, (2.0 / fan_in as f32).sqrt() * 3f32.sqrt(), None),
+        (Init::XavierUniform { gain: 1.0 }, (6.0 / (fan_in + fan_out) as f32).sqrt(), Some((6.0 / 500.0f32).sqrt())),
+        (Init::XavierNormal { gain: 1.0 }, (2.0 / 500.0f32).sqrt() * 3f32.sqrt(), None),
+        (Init::TORCH_LINEAR, (1.0 / fan_in as f32).sqrt(), Some((1.0 / fan_in as f32).sqrt())),
+    ];
+    for (init, uniform_bound_or_3std, bound) in cases {
+        let w: Tensor<axes![out, in]> = init.tensor(&ctx(), &sh).unwrap();
+        let v = w.to_f32_vec();
+        let (m, sd, max) = stats(&v);
+        // A uniform in ±b has std b / sqrt(3); a normal's std is given as 3 std / sqrt(3).
+        let want_sd = uniform_bound_or_3std / 3f32.sqrt();
+        assert!(m.abs() < 0.05 * want_sd * 3.0, "{init:?}: mean {m}");
+        assert!((sd / want_sd - 1.0).abs() < 0.03, "{init:?}: std {sd} vs {want_sd}");
+        if let Some(b) = bound {
+            assert!(max <= b && max > 0.98 * b, "{init:?}: max {max} vs bound {b}");
+        }
+        let again: Tensor<axes![out, in]> = init.tensor(&ctx(), &sh).unwrap();
+        assert_eq!(again.to_f32_vec(), v, "{init:?}: same seed, same tensor");
+    }
+    assert!(Init::KaimingUniform { gain: 1.0 }.tensor::<axes![a, b]>(&ctx(), &[4, 0]).is_err());
+}
+
+#[test]
+fn dropout_is_seeded_the_same_on_every_backend_and_thread_count_and_passes_scaled_gradients() {
+    let x = Tensor::<axes![a, b]>::from_vec((0..600).map(|i| (i as f32 * 0.37).sin()).collect(), &[20, 30]).unwrap();
+    let drop = Dropout::new(0.3).unwrap();
+    let run = |backend: BackendKind, threads: usize| {
+        let ctx = ExecContext::new(ExecConfig { seed: 42, backend, threads: Some(threads), ..ExecConfig::default() })
+            .unwrap();
+        ctx.scope(|| {
+            let _s = ctx.open_exec_scope();
+            let xp = x.clone().requires_grad();
+            let y = drop.forward(&xp, Mode::Train).unwrap();
+            y.sum::<axes![a, b]>().unwrap().backward(&ctx).unwrap();
+            (y.to_f32_vec(), xp.grad().unwrap().to_f32_vec())
+        })
+    };
+    let (y, g) = run(BackendKind::Scalar, 1);
+    assert_eq!(run(BackendKind::Native, 1), (y.clone(), g.clone()));
+    assert_eq!(run(BackendKind::Native, 2), (y.clone(), g.clone()));
+    let scale = 1.0 / 0.7f32;
+    for ((yv, gv), xv) in y.iter().zip(&g).zip(x.to_f32_vec()) {
+        if *gv == 0.0 {
+            assert_eq!(*yv, 0.0);
+        } else {
+            assert!((gv - scale).abs() < 1e-6 && (yv - xv * scale).abs() < 1e-6);
+        }
+    }
+    let dropped = g.iter().filter(|v| **v == 0.0).count() as f32 / g.len() as f32;
+    assert!((dropped - 0.3).abs() < 0.05, "dropped {dropped}");
+    assert_eq!(drop.forward(&x, Mode::Eval).unwrap().to_f32_vec(), x.to_f32_vec());
+    assert!(Dropout::new(1.0).is_err() && Dropout::new(-0.1).is_err() && Dropout::new(f32::NAN).is_err());
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Layer goldens from PyTorch's torch.nn modules for fucina's `nn` layers.
+
+Each case sets a torch module's parameters to closed-form values, runs it on a
+closed-form input, and back-propagates a fixed upstream gradient `g`; it stores the
+output and the gradients of the input and of every parameter. Writes
+fucina/tests/goldens/nn.json; `tools/regen` runs this and checks the committed file.
+"""
+import json
+import os
+import sys
+
+import torch
+
+torch.use_deterministic_algorithms(True)
+torch.set_num_threads(1)
+
+from golden_common import signal, t2j  # noqa: E402
+
+cases = []
+
+
+def run(name, module, params, x, **extra):
+    with torch.no_grad():
+        for k, v in params.items():
+            getattr(module, k).copy_(v)
+    x = x.clone().requires_grad_(x.dtype.is_floating_point)
+    y = module(x)
+    g = signal(list(y.shape), 99, 1.0)
+    (y * g).sum().backward()
+    grads = {k: t2j(getattr(module, k).grad) for k in params}
+    if x.requires_grad:
+        grads["x"] = t2j(x.grad)
+    cases.append({
+        "name": name,
+        "x": t2j(x.float()),
+        "params": {k: t2j(v) for k, v in params.items()},
+        "g": t2j(g),
+        "y": t2j(y),
+        "grads": grads,
+        "extra": extra,
+    })
+
+
+run("linear", torch.nn.Linear(5, 4), {"weight": signal([4, 5], 1), "bias": signal([4], 2)}, signal([2, 3, 5], 3))
+run("linear_no_bias", torch.nn.Linear(5, 4, bias=False), {"weight": signal([4, 5], 4)}, signal([3, 5], 5))
+run("layer_norm", torch.nn.LayerNorm(6, eps=1e-5), {"weight": signal([6], 6), "bias": signal([6], 7)},
+    signal([2, 3, 6], 8, 2.0), eps=1e-5)
+run("rms_norm", torch.nn.RMSNorm(6, eps=1e-6), {"weight": signal([6], 9)}, signal([4, 6], 10, 2.0), eps=1e-6)
+ids = torch.tensor([[1, 7, 3], [3, 0, 9]])
+run("embedding", torch.nn.Embedding(10, 4), {"weight": signal([10, 4], 11)}, ids)
+
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "nn.json")
+with open(out, "w") as f:
+    json.dump({"generator": "tools/gen_nn_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases},
+              f, indent=None, separators=(",", ":"))
+    f.write("\n")
+print(f"wrote {len(cases)} cases to {os.path.relpath(out)}", file=sys.stderr)
