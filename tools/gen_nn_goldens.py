@@ -50,6 +50,39 @@ run("rms_norm", torch.nn.RMSNorm(6, eps=1e-6), {"weight": signal([6], 9)}, signa
 ids = torch.tensor([[1, 7, 3], [3, 0, 9]])
 run("embedding", torch.nn.Embedding(10, 4), {"weight": signal([10, 4], 11)}, ids)
 
+
+
+def mha(name, window):
+    """nn.MultiheadAttention (no bias, 2 heads of 4) on one sequence of 6, causal or sliding."""
+    E, H, S = 8, 2, 6
+    m = torch.nn.MultiheadAttention(E, H, bias=False, batch_first=True)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(signal([3 * E, E], 20, 0.5))
+        m.out_proj.weight.copy_(signal([E, E], 21, 0.5))
+    i = torch.arange(S)[:, None]
+    j = torch.arange(S)[None, :]
+    blocked = j > i
+    if window is not None:
+        blocked = blocked | (j <= i - window)
+    x = signal([1, S, E], 22).requires_grad_(True)
+    y, _ = m(x, x, x, attn_mask=blocked, need_weights=False)
+    g = signal(list(y.shape), 99, 1.0)
+    (y * g).sum().backward()
+    cases.append({
+        "name": name,
+        "x": t2j(x[0]),
+        "params": {"in_proj_weight": t2j(m.in_proj_weight), "out_proj_weight": t2j(m.out_proj.weight)},
+        "g": t2j(g[0]),
+        "y": t2j(y[0]),
+        "grads": {"in_proj_weight": t2j(m.in_proj_weight.grad), "out_proj_weight": t2j(m.out_proj.weight.grad),
+                  "x": t2j(x.grad[0])},
+        "extra": {"heads": H, "window": window},
+    })
+
+
+mha("mha_causal", None)
+mha("mha_sliding", 3)
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "nn.json")
 with open(out, "w") as f:
     json.dump({"generator": "tools/gen_nn_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases},

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{assert_close, contexts};
-use fucina::nn::{Affine, Bias, Dropout, Embedding, Init, LayerNorm, Linear, Mode, RmsNorm};
+use fucina::nn::{Affine, Bias, Dropout, Embedding, Init, LayerNorm, Linear, Mode, MultiHeadAttention, RmsNorm};
+use fucina::ops::Mask;
 use fucina::prelude::*;
 use serde_json::Value;
 
@@ -47,7 +48,7 @@ fn check(case: &Value, ctx: &ExecContext, run: impl Fn() -> (Vec<f32>, Vec<(Stri
 #[test]
 fn layers_match_torch_nn_outputs_and_gradients() {
     let all = cases();
-    assert_eq!(all.len(), 5);
+    assert_eq!(all.len(), 7);
     let (s, n) = contexts();
     for case in &all {
         for ctx in [&s, &n] {
@@ -124,6 +125,46 @@ fn layers_match_torch_nn_outputs_and_gradients() {
                     let gt = tensor::<axes![batch, seq, hidden]>(g);
                     y.mul(&gt).unwrap().sum::<axes![batch, seq, hidden]>().unwrap().backward(ctx).unwrap();
                     (y.to_f32_vec(), vec![("weight".into(), emb.weight.grad().unwrap().to_f32_vec())])
+                }),
+                "mha_causal" | "mha_sliding" => check(case, ctx, || {
+                    let inp = floats(&p["in_proj_weight"]);
+                    let (e, h) = (8usize, c["extra"]["heads"].as_u64().unwrap() as usize);
+                    let d = e / h;
+                    let part = |k: usize| inp[k * e * e..(k + 1) * e * e].to_vec();
+                    let mut mha = MultiHeadAttention::new(
+                        Tensor::from_vec(part(0), &[h, 1, d, e]).unwrap(),
+                        Tensor::from_vec(part(1), &[h, d, e]).unwrap(),
+                        Tensor::from_vec(part(2), &[h, d, e]).unwrap(),
+                        Tensor::from_vec(floats(&p["out_proj_weight"]), &[e, h, 1, d]).unwrap(),
+                    )
+                    .unwrap();
+                    mha.track_params();
+                    let mask = match c["extra"]["window"].as_u64() {
+                        Some(w) => Mask::Sliding { start: 0, window: w as usize },
+                        None => Mask::Causal(0),
+                    };
+                    let x = tensor::<axes![seq, hidden]>(&c["x"]).requires_grad();
+                    let y = mha.forward(&x, mask).unwrap();
+                    y.mul(&tensor::<axes![seq, hidden]>(g))
+                        .unwrap()
+                        .sum::<axes![seq, hidden]>()
+                        .unwrap()
+                        .backward(ctx)
+                        .unwrap();
+                    let mut gin = Vec::new();
+                    for w in [
+                        mha.wq.grad().unwrap().to_f32_vec(),
+                        mha.wk.grad().unwrap().to_f32_vec(),
+                        mha.wv.grad().unwrap().to_f32_vec(),
+                    ] {
+                        gin.extend(w);
+                    }
+                    let go = mha.wo.grad().unwrap().to_f32_vec();
+                    let gx = x.grad().unwrap().to_f32_vec();
+                    (
+                        y.to_f32_vec(),
+                        vec![("in_proj_weight".into(), gin), ("out_proj_weight".into(), go), ("x".into(), gx)],
+                    )
                 }),
                 other => panic!("no runner for {other}"),
             }

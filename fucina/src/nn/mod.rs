@@ -1,7 +1,9 @@
 //! Neural-network building blocks: the [`Module`] trait behind `#[derive(Module)]`, layers
-//! over named axes ([`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`]),
+//! over named axes ([`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`],
+//! [`MultiHeadAttention`]),
 //! initializers ([`Init`]) and losses.
 
+mod attention;
 mod dropout;
 mod embedding;
 mod init;
@@ -10,6 +12,7 @@ pub mod loss;
 mod module;
 mod norm;
 
+pub use attention::MultiHeadAttention;
 pub use dropout::{Dropout, Mode};
 pub use embedding::Embedding;
 pub use init::{fans, Init};
