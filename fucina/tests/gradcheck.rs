@@ -254,3 +254,18 @@ fn clamp_scans_order_triangles_broadcasts() {
     });
     check("unsqueeze", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).unsqueeze::<d>()?.scale(2.0)?));
 }
+
+#[test]
+fn axis_surgery() {
+    let x = raw(50, &[2, 6, 3], 1.0);
+    check("split_axis", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, c]>(&v[0]).split_axis::<b, axes![d, kv_head]>(&[3, 2])?)
+    });
+    // Merging a and c of [a, b, c] cannot be a view: the copy path.
+    check("merge_axes (copy)", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, c]>(&v[0]).merge_axes::<axes![a, c], d>()?)
+    });
+    check("merge_axes (view)", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, c]>(&v[0]).merge_axes::<axes![b, c], d>()?)
+    });
+}

@@ -195,3 +195,34 @@ fn half_precision_ops_keep_their_dtype() {
     let z = x.add(&Tensor::<axes![a]>::ones(&[3]).unwrap()).unwrap();
     assert_eq!(z.dtype(), DType::F32);
 }
+
+#[test]
+fn axis_surgery_matches_row_major_reshapes_and_checks_sizes() {
+    let _g = scalar().enter();
+    let v: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    let x = Tensor::<axes![a, b, c]>::from_vec(v.clone(), &[2, 6, 2]).unwrap();
+    // Splitting b = (head 3, head_dim 2): element [i, h, d, j] is x[i, 2h + d, j]; the parts go last.
+    let y = x.split_axis::<b, axes![head, head_dim]>(&[3, 2]).unwrap();
+    assert_eq!(y.axis_names(), vec!["a", "c", "head", "head_dim"]);
+    let got = y.permute::<axes![a, head, head_dim, c]>().unwrap().to_f32_vec();
+    assert_eq!(got, v, "a row-major view of the same numbers");
+    // Merging (a, c) gathers a*2 + c outermost-first.
+    let m = x.merge_axes::<axes![a, c], k>().unwrap();
+    assert_eq!(m.axis_names(), vec!["b", "k"]);
+    assert_eq!(m.shape(), &[6, 4]);
+    let mv = m.to_f32_vec();
+    for bb in 0..6 {
+        for (kk, (i, j)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+            assert_eq!(mv[bb * 4 + kk], v[i * 12 + bb * 2 + j]);
+        }
+    }
+    // A contiguous merge of the last axes is a view of the same storage.
+    let tail = x.merge_axes::<axes![b, c], k>().unwrap();
+    assert_eq!(tail.to_f32_vec(), v);
+    assert!(tail.is_contiguous());
+    assert!(matches!(
+        x.split_axis::<b, axes![head, head_dim]>(&[4, 2]),
+        Err(FucinaError::InvalidArgument { op: "split_axis", .. })
+    ));
+    assert!(x.split_axis::<b, axes![head, head_dim]>(&[6]).is_err());
+}

@@ -15,6 +15,7 @@ mod random;
 mod reduce;
 mod rope;
 mod shape;
+mod surgery;
 mod triangle;
 
 pub use attention::{attention, Mask};
@@ -22,6 +23,7 @@ pub use attention_q8::{attention_q8_0, Q8Rows};
 pub use conv::{Conv1dOptions, Padding};
 pub use grad::add_same;
 pub use rope::RopeStyle;
+pub use surgery::{MergedAxes, SplitAxes};
 
 /// The elements of `t` as a contiguous f32 vector, gathered with the context's copy kernel.
 pub fn to_f32_contiguous(ctx: &ExecContext, t: &RawTensor) -> Result<Vec<f32>> {
