@@ -102,10 +102,9 @@ impl Gpt {
         let scale = 1.0 / (hd as f32).sqrt();
         for b in &self.blocks {
             let h = x.rms_norm::<hidden>(None, c.eps)?;
-            let q: Tensor<axes![seq, kv_head, group, head_dim]> =
-                einsum!(h, b.q; hidden ->)?.reshape(&[n, nkv, g, hd])?;
-            let k: Tensor<axes![seq, kv_head, head_dim]> = einsum!(h, b.k; hidden ->)?.reshape(&[n, nkv, hd])?;
-            let v: Tensor<axes![seq, kv_head, head_dim]> = einsum!(h, b.v; hidden ->)?.reshape(&[n, nkv, hd])?;
+            let q = einsum!(h, b.q; hidden ->)?.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?;
+            let k = einsum!(h, b.k; hidden ->)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
+            let v = einsum!(h, b.v; hidden ->)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
             let q = q.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
             let k = k.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
             let heads = (0..sequences)
@@ -121,7 +120,7 @@ impl Gpt {
             } else {
                 Tensor::concat::<seq>(&heads.iter().collect::<Vec<_>>())?
             };
-            let a: Tensor<axes![seq, q_flat]> = a.reshape(&[n, c.heads * hd])?;
+            let a = a.merge_axes::<axes![kv_head, group, head_dim], q_flat>()?;
             x = x.add(&einsum!(a, b.o; q_flat ->)?)?;
             let h = x.rms_norm::<hidden>(None, c.eps)?;
             let u = einsum!(h, b.up; hidden ->)?.relu()?;

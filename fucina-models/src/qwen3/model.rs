@@ -401,16 +401,16 @@ impl Qwen3 {
         batch: &mut [Segment<'_>],
     ) -> Result<Tensor<axes![seq, hidden]>> {
         let c = &self.config;
-        let (s, nkv, hd) = (x.size::<seq>(), c.kv_heads, c.head_dim);
+        let (nkv, hd) = (c.kv_heads, c.head_dim);
         let g = c.heads / nkv;
         // Query head `kv * g + j` attends with kv head `kv`: split `heads` into (kv_head, group).
         let (mut q, mut k, mut v) = (a.q.forward(x)?, a.k.forward(x)?, a.v.forward(x)?);
         if let Some(b) = &a.bias {
             (q, k, v) = (q.add(&b.q)?, k.add(&b.k)?, v.add(&b.v)?);
         }
-        let mut q: Tensor<axes![seq, kv_head, group, head_dim]> = q.reshape(&[s, nkv, g, hd])?;
-        let mut k: Tensor<axes![seq, kv_head, head_dim]> = k.reshape(&[s, nkv, hd])?;
-        let v: Tensor<axes![seq, kv_head, head_dim]> = v.reshape(&[s, nkv, hd])?;
+        let mut q = q.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?;
+        let mut k = k.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
+        let v = v.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
         // Plain (weightless) q/k norms commute with the rotation (it keeps each head's
         // length), so nanochat's rotate-then-norm order is this norm-then-rotate one.
         if c.qk_norm {
@@ -430,8 +430,7 @@ impl Qwen3 {
             };
             cache.attend_masked::<head_dim, head_dim>(layer, q, Values::Own, 1.0 / (hd as f32).sqrt(), n, mask)
         })?;
-        let o: Tensor<axes![seq, q_flat]> = o.reshape(&[s, c.heads * hd])?;
-        a.o.forward(&o)
+        a.o.forward(&o.merge_axes::<axes![kv_head, group, head_dim], q_flat>()?)
     }
 }
 
