@@ -106,6 +106,26 @@ for dg in (-1, 0, 2):
 bv = signal([6], 16)
 case("broadcast_add", {"x": xa, "v": bv}, xa + bv.expand(3, 5, 6))
 
+# conv2d: strided/padded/dilated/grouped/depthwise, and pooling
+x4 = signal([2, 4, 7, 6], 17)
+for name, cout, groups, kw in [
+    ("conv2d_plain", 3, 1, dict()),
+    ("conv2d_stride_pad", 3, 1, dict(stride=(2, 1), padding=(1, 2))),
+    ("conv2d_dilated", 2, 1, dict(dilation=(2, 1), padding=(1, 0))),
+    ("conv2d_groups", 6, 2, dict(stride=(1, 2), padding=(1, 1))),
+    ("conv2d_depthwise", 4, 4, dict(padding=(1, 1))),
+]:
+    w4 = signal([cout, 4 // groups, 3, 2], 18 + cout + groups)
+    b4 = signal([cout], 19)
+    y4 = F.conv2d(x4, w4, b4, groups=groups, **kw)
+    st, pd, dl = kw.get("stride", (1, 1)), kw.get("padding", (0, 0)), kw.get("dilation", (1, 1))
+    case(name, {"x": x4, "w": w4, "b": b4}, y4, stride=list(st), padding=list(pd), dilation=list(dl), groups=groups)
+case("max_pool2d", {"x": x4}, F.max_pool2d(x4, (3, 2), stride=(2, 2), padding=(1, 1)), kernel=[3, 2], stride=[2, 2], padding=[1, 1])
+case("avg_pool2d", {"x": x4}, F.avg_pool2d(x4, (2, 3), stride=(1, 2), padding=(1, 1)), kernel=[2, 3], stride=[1, 2], padding=[1, 1])
+x3p = signal([2, 3, 11], 20)
+case("max_pool1d", {"x": x3p}, F.max_pool1d(x3p, 3, stride=2, padding=1), kernel=3, stride=2, padding=1)
+case("avg_pool1d", {"x": x3p}, F.avg_pool1d(x3p, 4, stride=3, padding=2), kernel=4, stride=3, padding=2)
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "ops.json")
 with open(out, "w") as f:
     json.dump({"generator": "tools/gen_op_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases}, f, indent=None, separators=(",", ":"))

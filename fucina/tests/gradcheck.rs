@@ -269,3 +269,37 @@ fn axis_surgery() {
         weigh(t::<axes![a, b, c]>(&v[0]).merge_axes::<axes![b, c], d>()?)
     });
 }
+
+#[test]
+fn conv2d_and_pooling() {
+    use fucina::ops::{Conv2dOptions, PoolOptions};
+    axis!(pub hh, pub ww);
+    let x = raw(60, &[2, 4, 5, 4], 1.0);
+    let w = raw(61, &[6, 2, 3, 2], 1.0);
+    let bias = raw(62, &[6], 1.0);
+    let opts = Conv2dOptions { stride: [2, 1], padding: [1, 1], dilation: [1, 2], groups: 2 };
+    check("conv2d", &[x.clone(), w.clone(), bias.clone()], |v| {
+        let (xt, wt, bt) = (t::<axes![a, b, hh, ww]>(&v[0]), t::<axes![c, b, hh, ww]>(&v[1]), t::<axes![c]>(&v[2]));
+        weigh(xt.conv2d::<b, hh, ww, c>(&wt, Some(&bt), opts)?)
+    });
+    // Channels-last input: the same op by name.
+    let xl = raw(63, &[2, 5, 4, 4], 1.0);
+    check("conv2d channels-last", &[xl.clone(), w.clone()], |v| {
+        let (xt, wt) = (t::<axes![a, hh, ww, b]>(&v[0]), t::<axes![c, b, hh, ww]>(&v[1]));
+        weigh(xt.conv2d::<b, hh, ww, c>(&wt, None, opts)?)
+    });
+    let pool = PoolOptions { kernel: [3, 2], stride: [2, 1], padding: [1, 1] };
+    // Distinct values 0.05 apart, so no window has a near-tie a finite difference would cross.
+    let spread: Vec<f32> = (0..160).map(|i| ((i * 37) % 160) as f32 * 0.05 - 4.0).collect();
+    let x = RawTensor::from_buffer(fucina::storage::Buffer::F32(spread), &[2, 4, 5, 4]).unwrap();
+    check("max_pool2d", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, hh, ww]>(&v[0]).max_pool2d::<hh, ww>(pool)?)
+    });
+    check("avg_pool2d", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, hh, ww]>(&v[0]).avg_pool2d::<hh, ww>(pool)?)
+    });
+    check("max_pool1d", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![a, b, hh, ww]>(&v[0]).max_pool1d::<hh>(3, 2, 1)?)
+    });
+    check("avg_pool1d", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, hh, ww]>(&v[0]).avg_pool1d::<b>(2, 1, 1)?));
+}

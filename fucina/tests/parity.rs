@@ -477,3 +477,52 @@ fn order_scan_compare_and_clamp_ops_match_scalar_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn conv2d_and_pooling_match_scalar_forward_and_backward() {
+    use fucina::ops::{Conv2dOptions, PoolOptions};
+    axis!(pub hh, pub ww, pub co);
+    let mut s = Sizes::new(77);
+    for round in 0..8 {
+        let groups = [1, 2, 3][round % 3];
+        let (n, cin, cout) = (s.pick(1, 3), groups * s.pick(1, 3), groups * s.pick(1, 4));
+        let (h, w) = (s.pick(4, 19), s.pick(4, 23));
+        let opts = Conv2dOptions {
+            stride: [s.pick(1, 2), s.pick(1, 3)],
+            padding: [s.pick(0, 2), s.pick(0, 1)],
+            dilation: [s.pick(1, 2), 1],
+            groups,
+        };
+        let x =
+            Tensor::<axes![a, b, hh, ww]>::from_vec(values(round as u64, n * cin * h * w), &[n, cin, h, w]).unwrap();
+        let wt = Tensor::<axes![co, b, hh, ww]>::from_vec(
+            values(50 + round as u64, cout * (cin / groups) * 6),
+            &[cout, cin / groups, 3, 2],
+        )
+        .unwrap();
+        let pool = PoolOptions { kernel: [3, 2], stride: [2, 2], padding: [1, 0] };
+        let run = || {
+            let ctx = ExecContext::current();
+            let _scope = ctx.open_exec_scope();
+            let (xp, wp) = (x.clone().requires_grad(), wt.clone().requires_grad());
+            let y = xp.conv2d::<b, hh, ww, co>(&wp, None, opts).unwrap();
+            let m = xp.max_pool2d::<hh, ww>(pool).unwrap();
+            let av = xp.avg_pool2d::<hh, ww>(pool).unwrap();
+            let loss = y.square().unwrap().sum::<axes![a, co, hh, ww]>().unwrap();
+            let loss = loss.add(&m.sum::<axes![a, b, hh, ww]>().unwrap()).unwrap();
+            let loss = loss.add(&av.scale(3.0).unwrap().sum::<axes![a, b, hh, ww]>().unwrap()).unwrap();
+            loss.backward(&ctx).unwrap();
+            vec![
+                y.to_f32_vec(),
+                m.to_f32_vec(),
+                av.to_f32_vec(),
+                xp.grad().unwrap().to_f32_vec(),
+                wp.grad().unwrap().to_f32_vec(),
+            ]
+        };
+        let (sv, nv) = on_both(run);
+        for (j, (p, q)) in sv.iter().zip(&nv).enumerate() {
+            assert_close(&format!("round {round} output {j}"), q, p, 1e-4, 1e-4);
+        }
+    }
+}

@@ -9,7 +9,8 @@ use common::{assert_close, contexts};
 use fucina::prelude::*;
 use serde_json::Value;
 
-axis!(pub a, pub b, pub c);
+axis!(pub a, pub b, pub c, pub height, pub width);
+use fucina::ops::{Conv2dOptions, PoolOptions};
 
 struct Case {
     name: String,
@@ -175,6 +176,54 @@ impl Case {
             "broadcast_add" => {
                 let v: T3 = self.t::<axes![c]>("v").broadcast_to(x().shape()).unwrap();
                 ew(x().add(&v).unwrap())
+            }
+            n if n.starts_with("conv2d") => {
+                let pair = |k: &str| -> [usize; 2] {
+                    let v = self.params[k].as_array().unwrap();
+                    [v[0].as_u64().unwrap() as usize, v[1].as_u64().unwrap() as usize]
+                };
+                let opts = Conv2dOptions {
+                    stride: pair("stride"),
+                    padding: pair("padding"),
+                    dilation: pair("dilation"),
+                    groups: self.u("groups"),
+                };
+                let w = self.t::<axes![out, channel, height, width]>("w");
+                let bias = self.t::<axes![out]>("b");
+                let img = self.t::<axes![batch, channel, height, width]>("x");
+                let r = img.conv2d::<channel, height, width, out>(&w, Some(&bias), opts).unwrap();
+                // The same convolution on a channels-last view names the same axes: same numbers.
+                let nhwc = img.permute::<axes![batch, height, width, channel]>().unwrap();
+                let r2 = nhwc.conv2d::<channel, height, width, out>(&w, Some(&bias), opts).unwrap();
+                let r2 = r2.permute::<axes![batch, out, height, width]>().unwrap();
+                assert_eq!(r2.to_f32_vec(), r.to_f32_vec(), "{n}: channels-last");
+                red(r.to_f32_vec(), r.shape())
+            }
+            "max_pool2d" | "avg_pool2d" => {
+                let pair = |k: &str| -> [usize; 2] {
+                    let v = self.params[k].as_array().unwrap();
+                    [v[0].as_u64().unwrap() as usize, v[1].as_u64().unwrap() as usize]
+                };
+                let opts = PoolOptions { kernel: pair("kernel"), stride: pair("stride"), padding: pair("padding") };
+                let img = self.t::<axes![batch, channel, height, width]>("x");
+                let r = if self.name == "max_pool2d" {
+                    img.max_pool2d::<height, width>(opts)
+                } else {
+                    img.avg_pool2d::<height, width>(opts)
+                };
+                let r = r.unwrap();
+                red(r.to_f32_vec(), r.shape())
+            }
+            "max_pool1d" | "avg_pool1d" => {
+                let xs = self.t::<axes![batch, channel, time]>("x");
+                let (k, s, p) = (self.u("kernel"), self.u("stride"), self.u("padding"));
+                let r = if self.name == "max_pool1d" {
+                    xs.max_pool1d::<time>(k, s, p)
+                } else {
+                    xs.avg_pool1d::<time>(k, s, p)
+                };
+                let r = r.unwrap();
+                red(r.to_f32_vec(), r.shape())
             }
             other => panic!("golden case `{other}` has no runner: add it here"),
         }

@@ -4,6 +4,7 @@
 //! runtime feature detection, plus rayon). Both implement [`Kernels`]; the parity
 //! suite holds native to scalar. Kernels get validated sizes from the exec layer.
 
+pub mod conv2d;
 pub mod fdot;
 pub mod interleave;
 pub mod native;
@@ -14,6 +15,7 @@ pub mod rowdot;
 pub mod scalar;
 pub mod weights;
 
+pub use conv2d::{Conv2d, Pool2d, PoolOp};
 pub use interleave::Interleaved;
 pub use native::team::Team;
 pub use rank::{ArgOp, Scan};
@@ -668,6 +670,24 @@ pub trait Kernels: Send + Sync + 'static {
                 rank::cumsum_line(dir, x, len, inner, o * len * inner + i, out);
             }
         }
+    }
+    /// 2-D convolution into contiguous `out [batch, cout, oh, ow]` ([`conv2d::conv2d_spec`]).
+    fn conv2d(&self, p: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+        conv2d::conv2d_spec(p, x, w, bias, out)
+    }
+    /// Backward of [`conv2d`](Kernels::conv2d): `dx`, `dw` overwritten
+    /// ([`conv2d::conv2d_backward_spec`]).
+    fn conv2d_backward(&self, p: &Conv2d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        conv2d::conv2d_backward_spec(p, x, w, g, dx, dw)
+    }
+    /// Max or average pooling into `out [planes, oh, ow]` (and, for max, the chosen
+    /// elements into `arg`) ([`conv2d::pool2d_spec`]).
+    fn pool2d(&self, p: &Pool2d, op: PoolOp, x: &[f32], out: &mut [f32], arg: &mut [u32]) {
+        conv2d::pool2d_spec(p, op, x, out, arg)
+    }
+    /// Backward of average pooling ([`conv2d::avg_pool2d_backward_spec`]).
+    fn avg_pool2d_backward(&self, p: &Pool2d, g: &[f32], dx: &mut [f32]) {
+        conv2d::avg_pool2d_backward_spec(p, g, dx)
     }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {

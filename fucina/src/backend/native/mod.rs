@@ -3,6 +3,7 @@
 //! Every kernel here has a twin in `scalar`; the parity suite checks they agree.
 
 mod attention;
+mod conv2d;
 mod decode_bf16;
 pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
@@ -247,6 +248,18 @@ impl Kernels for Native {
 
     fn cumsum(&self, dir: super::Scan, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]) {
         rank::cumsum(dir, x, outer, len, inner, out)
+    }
+
+    fn conv2d(&self, p: &super::Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+        conv2d::conv2d(p, x, w, bias, out)
+    }
+
+    fn conv2d_backward(&self, p: &super::Conv2d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        conv2d::conv2d_backward(p, x, w, g, dx, dw)
+    }
+
+    fn pool2d(&self, p: &super::Pool2d, op: super::PoolOp, x: &[f32], out: &mut [f32], arg: &mut [u32]) {
+        conv2d::pool2d(p, op, x, out, arg)
     }
 
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: super::Distribution, out: &mut [f32]) {
