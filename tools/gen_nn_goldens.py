@@ -83,6 +83,38 @@ def mha(name, window):
 mha("mha_causal", None)
 mha("mha_sliding", 3)
 
+
+
+def batch_norm():
+    """BatchNorm2d: a training step (output, gradients, running statistics after), then eval."""
+    m = torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1)
+    with torch.no_grad():
+        m.weight.copy_(signal([3], 30))
+        m.bias.copy_(signal([3], 31))
+    x = signal([2, 3, 4, 5], 32, 2.0).requires_grad_(True)
+    y = m(x)
+    g = signal(list(y.shape), 99, 1.0)
+    (y * g).sum().backward()
+    m.eval()
+    xe = signal([1, 3, 2, 2], 33, 2.0)
+    with torch.no_grad():
+        ye = m(xe)
+    cases.append({
+        "name": "batch_norm2d",
+        "x": t2j(x),
+        "params": {"weight": t2j(m.weight), "bias": t2j(m.bias)},
+        "g": t2j(g),
+        "y": t2j(y),
+        "grads": {"weight": t2j(m.weight.grad), "bias": t2j(m.bias.grad), "x": t2j(x.grad)},
+        "extra": {"running_mean": t2j(m.running_mean), "running_var": t2j(m.running_var),
+                  "eval_x": t2j(xe), "eval_y": t2j(ye)},
+    })
+
+
+batch_norm()
+conv = torch.nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 1), groups=2)
+run("conv2d", conv, {"weight": signal([6, 2, 3, 2], 34, 0.5), "bias": signal([6], 35)}, signal([2, 4, 5, 4], 36))
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "nn.json")
 with open(out, "w") as f:
     json.dump({"generator": "tools/gen_nn_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases},

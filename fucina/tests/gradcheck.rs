@@ -303,3 +303,24 @@ fn conv2d_and_pooling() {
     });
     check("avg_pool1d", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, hh, ww]>(&v[0]).avg_pool1d::<b>(2, 1, 1)?));
 }
+
+#[test]
+fn batch_norm_both_modes() {
+    use fucina::ops::BatchStats;
+    let x = raw(70, &[3, 4, 5], 2.0);
+    let w = raw(71, &[4], 1.0);
+    let bias = raw(72, &[4], 1.0);
+    let (rm, rv) = (
+        t::<axes![b]>(&raw(73, &[4], 1.0)),
+        t::<axes![b]>(&raw(74, &[4], 0.3)).abs().unwrap().add_scalar(0.5).unwrap(),
+    );
+    check("batch_norm train", &[x.clone(), w.clone(), bias.clone()], |v| {
+        let (wt, bt) = (t::<axes![b]>(&v[1]), t::<axes![b]>(&v[2]));
+        weigh(t::<axes![a, b, c]>(&v[0]).batch_norm::<b>(Some(&wt), Some(&bt), BatchStats::Batch, 1e-5)?)
+    });
+    check("batch_norm eval", &[x.clone(), w.clone(), bias.clone()], |v| {
+        let (wt, bt) = (t::<axes![b]>(&v[1]), t::<axes![b]>(&v[2]));
+        let stats = BatchStats::Running { mean: &rm, var: &rv };
+        weigh(t::<axes![a, b, c]>(&v[0]).batch_norm::<b>(Some(&wt), Some(&bt), stats, 1e-5)?)
+    });
+}

@@ -5,12 +5,14 @@
 mod common;
 
 use common::{assert_close, contexts};
-use fucina::nn::{Affine, Bias, Dropout, Embedding, Init, LayerNorm, Linear, Mode, MultiHeadAttention, RmsNorm};
-use fucina::ops::Mask;
+use fucina::nn::{
+    Affine, BatchNorm, Bias, Conv2d, Dropout, Embedding, Init, LayerNorm, Linear, Mode, MultiHeadAttention, RmsNorm,
+};
+use fucina::ops::{Conv2dOptions, Mask};
 use fucina::prelude::*;
 use serde_json::Value;
 
-axis!(pub a, pub b);
+axis!(pub a, pub b, pub height, pub width);
 
 fn floats(v: &Value) -> Vec<f32> {
     v["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
@@ -48,7 +50,7 @@ fn check(case: &Value, ctx: &ExecContext, run: impl Fn() -> (Vec<f32>, Vec<(Stri
 #[test]
 fn layers_match_torch_nn_outputs_and_gradients() {
     let all = cases();
-    assert_eq!(all.len(), 7);
+    assert_eq!(all.len(), 9);
     let (s, n) = contexts();
     for case in &all {
         for ctx in [&s, &n] {
@@ -164,6 +166,56 @@ fn layers_match_torch_nn_outputs_and_gradients() {
                     (
                         y.to_f32_vec(),
                         vec![("in_proj_weight".into(), gin), ("out_proj_weight".into(), go), ("x".into(), gx)],
+                    )
+                }),
+                "batch_norm2d" => check(case, ctx, || {
+                    let mut bn = BatchNorm::<channel>::new(3, 1e-5, 0.1, Affine::Learned).unwrap();
+                    bn.weight = Some(tensor(&p["weight"]));
+                    bn.bias = Some(tensor(&p["bias"]));
+                    bn.track_params();
+                    let x = tensor::<axes![batch, channel, height, width]>(&c["x"]).requires_grad();
+                    let y = bn.forward(&x, Mode::Train).unwrap();
+                    let gt = tensor::<axes![batch, channel, height, width]>(g);
+                    y.mul(&gt).unwrap().sum::<axes![batch, channel, height, width]>().unwrap().backward(ctx).unwrap();
+                    let e = &c["extra"];
+                    assert_close(
+                        "running_mean",
+                        &bn.running_mean.to_f32_vec(),
+                        &floats(&e["running_mean"]),
+                        1e-6,
+                        1e-5,
+                    );
+                    assert_close("running_var", &bn.running_var.to_f32_vec(), &floats(&e["running_var"]), 1e-6, 1e-5);
+                    // Channels-last evaluation input: the same layer by name.
+                    let xe = tensor::<axes![batch, channel, height, width]>(&e["eval_x"]);
+                    let ye =
+                        bn.forward(&xe.permute::<axes![height, width, batch, channel]>().unwrap(), Mode::Eval).unwrap();
+                    let ye = ye.permute::<axes![batch, channel, height, width]>().unwrap();
+                    assert_close("eval", &ye.to_f32_vec(), &floats(&e["eval_y"]), 1e-5, 1e-5);
+                    let gw = bn.weight.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    let gb = bn.bias.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    (
+                        y.to_f32_vec(),
+                        vec![("weight".into(), gw), ("bias".into(), gb), ("x".into(), x.grad().unwrap().to_f32_vec())],
+                    )
+                }),
+                "conv2d" => check(case, ctx, || {
+                    let opts = Conv2dOptions { stride: [2, 1], padding: [1, 1], dilation: [1, 1], groups: 2 };
+                    let mut conv = Conv2d::<out, channel, height, width> {
+                        weight: tensor(&p["weight"]),
+                        bias: Some(tensor(&p["bias"])),
+                        options: opts,
+                    };
+                    conv.track_params();
+                    let x = tensor::<axes![batch, channel, height, width]>(&c["x"]).requires_grad();
+                    let y = conv.forward(&x).unwrap();
+                    let gt = tensor::<axes![batch, out, height, width]>(g);
+                    y.mul(&gt).unwrap().sum::<axes![batch, out, height, width]>().unwrap().backward(ctx).unwrap();
+                    let gw = conv.weight.grad().unwrap().to_f32_vec();
+                    let gb = conv.bias.as_ref().unwrap().grad().unwrap().to_f32_vec();
+                    (
+                        y.to_f32_vec(),
+                        vec![("weight".into(), gw), ("bias".into(), gb), ("x".into(), x.grad().unwrap().to_f32_vec())],
                     )
                 }),
                 other => panic!("no runner for {other}"),

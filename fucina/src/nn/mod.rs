@@ -1,9 +1,11 @@
 //! Neural-network building blocks: the [`Module`] trait behind `#[derive(Module)]`, layers
 //! over named axes ([`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`],
-//! [`MultiHeadAttention`]),
+//! [`MultiHeadAttention`], [`BatchNorm`], [`Conv2d`]),
 //! initializers ([`Init`]) and losses.
 
 mod attention;
+mod batch_norm;
+mod conv;
 mod dropout;
 mod embedding;
 mod init;
@@ -13,6 +15,8 @@ mod module;
 mod norm;
 
 pub use attention::MultiHeadAttention;
+pub use batch_norm::BatchNorm;
+pub use conv::Conv2d;
 pub use dropout::{Dropout, Mode};
 pub use embedding::Embedding;
 pub use init::{fans, Init};

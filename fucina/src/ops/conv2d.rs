@@ -105,7 +105,7 @@ impl<A: Axes> Tensor<A> {
         let ws = weight.shape();
         let (cout, k) = (ws[0], [ws[2], ws[3]]);
         let Conv2dOptions { stride, padding, dilation, groups } = opts;
-        if groups == 0 || cin % groups != 0 || cout % groups != 0 {
+        if groups == 0 || !cin.is_multiple_of(groups) || !cout.is_multiple_of(groups) {
             return Err(invalid(OP, format!("{groups} groups do not divide {cin} input and {cout} output channels")));
         }
         if ws[1] * groups != cin {

@@ -3,6 +3,7 @@
 
 mod attention;
 mod attention_q8;
+mod batch_norm;
 mod broadcast;
 mod compare;
 mod conv;
@@ -21,6 +22,7 @@ mod triangle;
 
 pub use attention::{attention, Mask};
 pub use attention_q8::{attention_q8_0, Q8Rows};
+pub use batch_norm::{BatchStats, Moments};
 pub use conv::{Conv1dOptions, Padding};
 pub use conv2d::{Conv2dOptions, PoolOptions};
 pub use grad::add_same;
