@@ -83,6 +83,7 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary })
 }
 
+#[cfg(feature = "cli")]
 /// The body of the language-model binaries: open the model the flags name (or `default`),
 /// report it, then complete, chat or run the REPL as [`crate::llm::cli::run`] does.
 pub fn run_cli(args: &crate::llm::cli::LmArgs, default: &Path) -> Result<()> {

@@ -12,6 +12,8 @@ use fucina::prelude::*;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
+pub use super::assets::{default_chat_model, default_model};
+
 /// Flags common to the language-model binaries.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LmArgs {
@@ -457,17 +459,4 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
             }
         }
     }
-}
-
-/// The tiny random Qwen3 shipped with the crate (`assets/qwen3-tiny-f32.gguf`): the `qwen3`
-/// binary's default, and the file the tests and `synth` build on. Its answers are noise.
-pub fn default_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/qwen3-tiny-f32.gguf")
-}
-
-/// The chat model shipped with the crate, trained from scratch by `nanochat all`
-/// (`assets/nanochat-d4.gguf`, 1.3 M parameters): the `chat` binary's default. It names
-/// capitals, adds numbers below 100 and converts units (docs/TRAINING.md says how well).
-pub fn default_chat_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/nanochat-d4.gguf")
 }

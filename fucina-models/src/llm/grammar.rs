@@ -6,7 +6,7 @@
 //! ```
 //! use fucina_models::llm::grammar::{Grammar, GrammarCompiler};
 //! use fucina_models::llm::sampling::{LogitProcessor, Sampler, SamplingParams};
-//! use fucina_models::llm::{cli::default_model, Tokenizer};
+//! use fucina_models::llm::{assets::default_model, Tokenizer};
 //!
 //! let lm = fucina_models::lm::open(&default_model(), false)?;
 //! let tok = std::sync::Arc::new(Tokenizer::from_gguf(&lm.header)?);

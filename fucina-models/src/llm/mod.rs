@@ -1,8 +1,10 @@
 //! Pieces shared by the language models (Qwen3, DeepSeek): GGUF weight access, the
 //! tokenizer, chat template, rotary embeddings, the KV cache, sampling and the generation loop.
 
+pub mod assets;
 pub mod batch;
 pub mod chat;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod generate;
 pub mod grammar;
@@ -13,6 +15,7 @@ pub mod reasoning;
 pub mod rope;
 pub mod sampling;
 pub(crate) mod spm;
+#[cfg(feature = "synth")]
 pub mod synth;
 pub mod tokenizer;
 pub mod tools;

@@ -550,7 +550,7 @@ const USER_PADS: [&str; 2] = ["<tool_call>", "</tool_call>"];
 /// entries: first the user-defined tokens `<tool_call>` and `</tool_call>` (where they fit),
 /// then control tokens `<|fucina_pad_N|>`.
 pub fn padded_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
-    let tiny = GgufFile::open(crate::llm::cli::default_model())?;
+    let tiny = GgufFile::open(crate::llm::assets::default_model())?;
     let mut out = Vec::new();
     for (key, v) in &tiny.header().metadata {
         if !key.starts_with("tokenizer.") {
@@ -601,7 +601,7 @@ pub fn deepseek_tokenizer(vocab: usize) -> Result<Vec<(String, Value)>> {
     ]);
     let pads: Vec<&str> = pads.collect();
     let mut out = padded_tokenizer(vocab)?;
-    let have = GgufFile::open(crate::llm::cli::default_model())?
+    let have = GgufFile::open(crate::llm::assets::default_model())?
         .header()
         .get("tokenizer.ggml.tokens")
         .and_then(|v| v.as_array().map(Array::len))

@@ -623,7 +623,7 @@ pub fn reasoning_tokens(tok: &Tokenizer, out: &[u32], opened: bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::cli::default_model;
+    use crate::llm::assets::default_model;
 
     #[test]
     fn reasoning_tokens_count_the_think_block() {

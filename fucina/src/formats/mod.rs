@@ -3,5 +3,6 @@
 
 pub mod checkpoint;
 pub mod gguf;
+#[cfg(feature = "nam")]
 pub mod nam;
 pub mod safetensors;

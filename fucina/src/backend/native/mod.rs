@@ -7,7 +7,9 @@ mod conv2d;
 mod decode_bf16;
 pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
+#[cfg(feature = "nam")]
 mod frames;
+#[cfg(feature = "nam")]
 pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
 mod interleaved;
