@@ -10,22 +10,62 @@ use std::sync::Arc;
 pub enum FucinaError {
     /// Two operands disagree on the size of a named axis.
     #[error("size mismatch on axis `{axis}`: {left} vs {right}")]
-    ShapeMismatch { axis: String, left: usize, right: usize },
+    ShapeMismatch {
+        /// The axis, by name.
+        axis: String,
+        /// The left operand's value.
+        left: usize,
+        /// The right operand's value.
+        right: usize,
+    },
     /// The number of sizes given does not match the number of axes of the type.
     #[error("rank mismatch: the axes {axes:?} need {expected} sizes, got {got}")]
-    RankMismatch { axes: Vec<&'static str>, expected: usize, got: usize },
+    RankMismatch {
+        /// The axes of the tensor type.
+        axes: Vec<&'static str>,
+        /// How many were expected.
+        expected: usize,
+        /// How many were given.
+        got: usize,
+    },
     /// A data buffer has the wrong number of elements for the shape.
     #[error("element count mismatch: shape {shape:?} holds {expected} elements, data has {got}")]
-    ElementCount { shape: Vec<usize>, expected: usize, got: usize },
+    ElementCount {
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// How many were expected.
+        expected: usize,
+        /// How many were given.
+        got: usize,
+    },
     /// An op does not support this dtype.
     #[error("dtype {dtype:?} is not supported by {op}")]
-    UnsupportedDType { op: &'static str, dtype: DType },
+    UnsupportedDType {
+        /// The op that refused.
+        op: &'static str,
+        /// The dtype it was given.
+        dtype: DType,
+    },
     /// Two dtypes cannot be combined.
     #[error("dtype mismatch in {op}: {left:?} vs {right:?}")]
-    DTypeMismatch { op: &'static str, left: DType, right: DType },
+    DTypeMismatch {
+        /// The op that refused.
+        op: &'static str,
+        /// The left operand's value.
+        left: DType,
+        /// The right operand's value.
+        right: DType,
+    },
     /// An index or range falls outside an axis.
     #[error("index out of range on axis `{axis}`: {index} (size {size})")]
-    OutOfRange { axis: String, index: usize, size: usize },
+    OutOfRange {
+        /// The axis, by name.
+        axis: String,
+        /// The index asked for.
+        index: usize,
+        /// The axis's size.
+        size: usize,
+    },
     /// The same axis name appears twice in a tensor type.
     #[error("duplicate axis `{0}` in a tensor type")]
     DuplicateAxis(&'static str),
@@ -34,7 +74,12 @@ pub enum FucinaError {
     InvalidView(String),
     /// An argument is outside what the op accepts.
     #[error("invalid argument to {op}: {msg}")]
-    InvalidArgument { op: &'static str, msg: String },
+    InvalidArgument {
+        /// The op that refused.
+        op: &'static str,
+        /// What is wrong, in words.
+        msg: String,
+    },
     /// A parameter name was not found (module load).
     #[error("missing tensor `{0}`")]
     MissingTensor(String),
@@ -49,7 +94,12 @@ pub enum FucinaError {
     },
     /// A file does not follow its format.
     #[error("malformed {format} file: {msg}")]
-    Format { format: &'static str, msg: String },
+    Format {
+        /// The format's name.
+        format: &'static str,
+        /// What is wrong, in words.
+        msg: String,
+    },
     /// Thread pool creation failed.
     #[error("thread pool: {0}")]
     ThreadPool(String),

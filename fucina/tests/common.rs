@@ -22,6 +22,7 @@ pub fn values(seed: u64, n: usize) -> Vec<f32> {
 pub struct Sizes(u64, Philox);
 
 impl Sizes {
+    /// A stream seeded with `seed`.
     pub fn new(seed: u64) -> Sizes {
         Sizes(0, Philox::new(seed))
     }

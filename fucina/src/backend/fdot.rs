@@ -53,18 +53,22 @@ mod avx2 {
 
     #[inline(always)]
     unsafe fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(lo, hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        _mm_cvtss_f32(s)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let lo = _mm256_castps256_ps128(v);
+            let hi = _mm256_extractf128_ps(v, 1);
+            let s = _mm_add_ps(lo, hi);
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+            _mm_cvtss_f32(s)
+        }
     }
 
     /// Eight weights starting at value `i`, widened to f32.
     #[inline(always)]
     unsafe fn load8(fmt: FloatRow, w: &[u8], i: usize) -> __m256 {
-        // SAFETY (all arms): the caller guarantees values i..i+8 lie inside `w`.
+        // SAFETY: (all arms) the caller guarantees values i..i+8 lie inside `w`.
         unsafe {
             match fmt {
                 FloatRow::F32 => _mm256_loadu_ps(w.as_ptr().add(4 * i) as *const f32),
@@ -143,31 +147,35 @@ mod avx2 {
 
     #[inline(always)]
     unsafe fn body(fmt: FloatRow, w: &[u8], a: &[f32]) -> f32 {
-        let n = a.len();
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut i = 0;
-        while i + 32 <= n {
-            for (j, s) in acc.iter_mut().enumerate() {
-                let k = i + 8 * j;
-                // SAFETY: k + 8 <= n values lie in both rows.
-                let (wv, av) = unsafe { (load8(fmt, w, k), _mm256_loadu_ps(a.as_ptr().add(k))) };
-                *s = _mm256_fmadd_ps(wv, av, *s);
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let n = a.len();
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 32 <= n {
+                for (j, s) in acc.iter_mut().enumerate() {
+                    let k = i + 8 * j;
+                    // SAFETY: k + 8 <= n values lie in both rows.
+                    let (wv, av) = { (load8(fmt, w, k), _mm256_loadu_ps(a.as_ptr().add(k))) };
+                    *s = _mm256_fmadd_ps(wv, av, *s);
+                }
+                i += 32;
             }
-            i += 32;
+            while i + 8 <= n {
+                // SAFETY: i + 8 <= n values lie in both rows.
+                let (wv, av) = { (load8(fmt, w, i), _mm256_loadu_ps(a.as_ptr().add(i))) };
+                acc[0] = _mm256_fmadd_ps(wv, av, acc[0]);
+                i += 8;
+            }
+            let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            // SAFETY: AVX is enabled for this function.
+            let mut total = { hsum(s) };
+            for (k, x) in a.iter().enumerate().skip(i) {
+                total += fmt.get(w, k) * x;
+            }
+            total
         }
-        while i + 8 <= n {
-            // SAFETY: i + 8 <= n values lie in both rows.
-            let (wv, av) = unsafe { (load8(fmt, w, i), _mm256_loadu_ps(a.as_ptr().add(i))) };
-            acc[0] = _mm256_fmadd_ps(wv, av, acc[0]);
-            i += 8;
-        }
-        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        // SAFETY: AVX is enabled for this function.
-        let mut total = unsafe { hsum(s) };
-        for (k, x) in a.iter().enumerate().skip(i) {
-            total += fmt.get(w, k) * x;
-        }
-        total
     }
 }
 

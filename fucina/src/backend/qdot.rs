@@ -62,11 +62,14 @@ mod avx2 {
     /// Sum of the 32 products of signed bytes `x * y`, as 8 i32 lanes.
     #[inline(always)]
     unsafe fn mul_sum_i8(x: __m256i, y: __m256i) -> __m256i {
-        // maddubs needs an unsigned left operand: |x| * (y with x's sign).
-        let ax = _mm256_sign_epi8(x, x);
-        let sy = _mm256_sign_epi8(y, x);
-        // SAFETY: the caller enables AVX2.
-        unsafe { mul_sum_u8_i8(ax, sy) }
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            // maddubs needs an unsigned left operand: |x| * (y with x's sign).
+            let ax = _mm256_sign_epi8(x, x);
+            let sy = _mm256_sign_epi8(y, x);
+            mul_sum_u8_i8(ax, sy)
+        }
     }
 
     /// Sum of the 32 products `u * s` (unsigned by signed bytes), as 8 i32 lanes; exact for
@@ -74,17 +77,23 @@ mod avx2 {
     /// `vpdpbusd` in its place measured no faster: these kernels are bound elsewhere.)
     #[inline(always)]
     unsafe fn mul_sum_u8_i8(u: __m256i, s: __m256i) -> __m256i {
-        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)) }
     }
 
     #[inline(always)]
     unsafe fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(lo, hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        _mm_cvtss_f32(s)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let lo = _mm256_castps256_ps128(v);
+            let hi = _mm256_extractf128_ps(v, 1);
+            let s = _mm_add_ps(lo, hi);
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+            _mm_cvtss_f32(s)
+        }
     }
 
     /// An f16 scale converted with F16C.
@@ -97,8 +106,12 @@ mod avx2 {
     /// The f16 with these bits as f32, converted with F16C.
     #[inline(always)]
     unsafe fn f16c_bits(bits: u16) -> f32 {
-        // Safe intrinsics under the caller's F16C.
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            // Safe intrinsics under the caller's F16C.
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        }
     }
 
     /// AVX2 Q8_0 x Q8_0.
@@ -117,34 +130,37 @@ mod avx2 {
     /// their scales into one vector; measured 2-3x slower.)
     #[inline(always)]
     unsafe fn dot_q8_0_body(w: &[u8], a: &[u8]) -> f32 {
-        let nb = w.len() / Q8_0_BYTES;
-        assert!(a.len() >= nb * Q8_0_BYTES, "dot_q8_0: activation row shorter than the weight row");
-        let (wp, ap) = (w.as_ptr(), a.as_ptr());
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let block = |o: usize, acc: &mut __m256| {
-            // SAFETY: o + 34 <= nb * 34 bytes of both rows (checked above); the caller enables
-            // AVX2 and F16C.
-            unsafe {
-                let x = _mm256_loadu_si256(wp.add(o + 2) as *const __m256i);
-                let y = _mm256_loadu_si256(ap.add(o + 2) as *const __m256i);
-                let p = mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-                let scale = |p: *const u8| f16c_bits(u16::from_le((p as *const u16).read_unaligned()));
-                let d = _mm256_set1_ps(scale(wp.add(o)) * scale(ap.add(o)));
-                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let nb = w.len() / Q8_0_BYTES;
+            assert!(a.len() >= nb * Q8_0_BYTES, "dot_q8_0: activation row shorter than the weight row");
+            let (wp, ap) = (w.as_ptr(), a.as_ptr());
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let block = |o: usize, acc: &mut __m256| {
+                // SAFETY: o + 34 <= nb * 34 bytes of both rows (checked above); the caller enables
+                // AVX2 and F16C.
+                {
+                    let x = _mm256_loadu_si256(wp.add(o + 2) as *const __m256i);
+                    let y = _mm256_loadu_si256(ap.add(o + 2) as *const __m256i);
+                    let p = mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+                    let scale = |p: *const u8| f16c_bits(u16::from_le((p as *const u16).read_unaligned()));
+                    let d = _mm256_set1_ps(scale(wp.add(o)) * scale(ap.add(o)));
+                    *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
+                }
+            };
+            let mut b = 0;
+            while b + 4 <= nb {
+                for (t, at) in acc.iter_mut().enumerate() {
+                    block((b + t) * Q8_0_BYTES, at);
+                }
+                b += 4;
             }
-        };
-        let mut b = 0;
-        while b + 4 <= nb {
-            for (t, at) in acc.iter_mut().enumerate() {
-                block((b + t) * Q8_0_BYTES, at);
+            for (t, i) in (b..nb).enumerate() {
+                block(i * Q8_0_BYTES, &mut acc[t]);
             }
-            b += 4;
+            hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])))
         }
-        for (t, i) in (b..nb).enumerate() {
-            block(i * Q8_0_BYTES, &mut acc[t]);
-        }
-        // SAFETY: the caller enables AVX.
-        unsafe { hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) }
     }
 
     /// The 32 signed values of one Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`, nibbles minus 8)
@@ -154,14 +170,17 @@ mod avx2 {
     /// AVX2 is enabled; `bw` is one whole block (its 16 or 32 quant bytes follow the scale).
     #[inline(always)]
     unsafe fn weight_block<const Q4: bool>(bw: &[u8]) -> __m256i {
-        if Q4 {
-            // SAFETY: a Q4_0 block has 16 nibble bytes after its scale.
-            let packed = unsafe { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
-            let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-            _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8))
-        } else {
-            // SAFETY: a Q8_0 block has 32 quant bytes after its scale.
-            unsafe { _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i) }
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            if Q4 {
+                // SAFETY: a Q4_0 block has 16 nibble bytes after its scale.
+                let packed = { _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i) };
+                let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+                _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8))
+            } else {
+                _mm256_loadu_si256(bw[2..].as_ptr() as *const __m256i)
+            }
         }
     }
 
@@ -169,24 +188,28 @@ mod avx2 {
     /// weight block is loaded and made unsigned once for all rows.
     #[inline(always)]
     unsafe fn dot_rows<const Q4: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
-        let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (bi, bw) in w.chunks_exact(wb).enumerate() {
-            // SAFETY: the caller enables AVX2; `bw` is one whole block.
-            let x = unsafe { weight_block::<Q4>(bw) };
-            let ax = _mm256_sign_epi8(x, x);
-            // SAFETY: F16C is enabled by the caller.
-            let dw = unsafe { scale_f16c(bw) };
-            for r in 0..R {
-                let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
-                let y = unsafe { _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i) };
-                let p = unsafe { mul_sum_u8_i8(ax, _mm256_sign_epi8(y, x)) };
-                let d = _mm256_set1_ps(dw * unsafe { scale_f16c(ba) });
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (bi, bw) in w.chunks_exact(wb).enumerate() {
+                // SAFETY: the caller enables AVX2; `bw` is one whole block.
+                let x = { weight_block::<Q4>(bw) };
+                let ax = _mm256_sign_epi8(x, x);
+                // SAFETY: F16C is enabled by the caller.
+                let dw = { scale_f16c(bw) };
+                for r in 0..R {
+                    let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
+                    let y = { _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i) };
+                    let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(y, x)) };
+                    let d = _mm256_set1_ps(dw * { scale_f16c(ba) });
+                    acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+                }
             }
+            // SAFETY: AVX is enabled by the caller.
+            std::array::from_fn(|r| hsum(acc[r]))
         }
-        // SAFETY: AVX is enabled by the caller.
-        std::array::from_fn(|r| unsafe { hsum(acc[r]) })
     }
 
     /// Two Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight rows times four Q8_0 rows: each
@@ -195,38 +218,42 @@ mod avx2 {
     /// sequence of block products as [`dot_rows`] computes, so the results are identical.
     #[inline(always)]
     unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
-        let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
-        let nb = w[0].len() / wb;
-        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-        for bi in 0..nb {
-            let mut ys = [_mm256_setzero_si256(); 4];
-            let mut da = [0.0f32; 4];
-            for r in 0..4 {
-                let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
-                // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
-                // enabled by the caller.
-                unsafe {
-                    ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
-                    da[r] = scale_f16c(ba);
-                }
-            }
-            for (h, wr) in w.iter().enumerate() {
-                let bw = &wr[bi * wb..(bi + 1) * wb];
-                // SAFETY: the caller enables AVX2; `bw` is one whole block.
-                let x = unsafe { weight_block::<Q4>(bw) };
-                let ax = _mm256_sign_epi8(x, x);
-                // SAFETY: F16C is enabled by the caller.
-                let dw = unsafe { scale_f16c(bw) };
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
+            let nb = w[0].len() / wb;
+            let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+            for bi in 0..nb {
+                let mut ys = [_mm256_setzero_si256(); 4];
+                let mut da = [0.0f32; 4];
                 for r in 0..4 {
-                    // SAFETY: AVX2 is enabled by the caller.
-                    let p = unsafe { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
-                    let d = _mm256_set1_ps(dw * da[r]);
-                    acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
+                    let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
+                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
+                    // enabled by the caller.
+                    {
+                        ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
+                        da[r] = scale_f16c(ba);
+                    }
+                }
+                for (h, wr) in w.iter().enumerate() {
+                    let bw = &wr[bi * wb..(bi + 1) * wb];
+                    // SAFETY: the caller enables AVX2; `bw` is one whole block.
+                    let x = { weight_block::<Q4>(bw) };
+                    let ax = _mm256_sign_epi8(x, x);
+                    // SAFETY: F16C is enabled by the caller.
+                    let dw = { scale_f16c(bw) };
+                    for r in 0..4 {
+                        // SAFETY: AVX2 is enabled by the caller.
+                        let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
+                        let d = _mm256_set1_ps(dw * da[r]);
+                        acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
+                    }
                 }
             }
+            // SAFETY: AVX is enabled by the caller.
+            std::array::from_fn(|h| std::array::from_fn(|r| hsum(acc[h][r])))
         }
-        // SAFETY: AVX is enabled by the caller.
-        std::array::from_fn(|h| std::array::from_fn(|r| unsafe { hsum(acc[h][r]) }))
     }
 
     /// Two Q8_0 rows times four Q8_0 rows.

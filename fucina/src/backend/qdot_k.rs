@@ -228,24 +228,36 @@ mod avx2 {
     /// the result's lanes 0..4 come from bytes 0..16 (scale `s0`), 4..8 from 16..32 (`s1`).
     #[inline(always)]
     unsafe fn dot32(u: __m256i, a: __m256i, s0: i32, s1: i32) -> __m256i {
-        let p = _mm256_maddubs_epi16(u, a);
-        let s = _mm256_set_m128i(_mm_set1_epi16(s1 as i16), _mm_set1_epi16(s0 as i16));
-        _mm256_madd_epi16(p, s)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let p = _mm256_maddubs_epi16(u, a);
+            let s = _mm256_set_m128i(_mm_set1_epi16(s1 as i16), _mm_set1_epi16(s0 as i16));
+            _mm256_madd_epi16(p, s)
+        }
     }
 
     /// The f16 at byte `at` of `b`, converted with F16C (callers enable it).
     #[inline(always)]
     unsafe fn f16c_at(b: &[u8], at: usize) -> f32 {
-        let bits = u16::from_le_bytes([b[at], b[at + 1]]);
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        }
     }
 
     /// Horizontal sum of eight f32 lanes.
     #[inline(always)]
     unsafe fn hsum_ps(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
     }
 
     /// The Q8_K block's 16 group sums as i16 lanes.
@@ -258,8 +270,12 @@ mod avx2 {
     /// The 16 bytes `[x[i]; 8] ++ [x[i + 1]; 8]` of a 16-byte vector, for `i` even or odd.
     #[inline(always)]
     unsafe fn pair_mask(i: usize) -> __m128i {
-        let (a, b) = (i as i8, i as i8 + 1);
-        _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let (a, b) = (i as i8, i as i8 + 1);
+            _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        }
     }
 
     /// The eight 6-bit scales (bytes 0..8) and minimums (bytes 8..16) of a Q4_K/Q5_K
@@ -271,18 +287,22 @@ mod avx2 {
     /// The caller enables AVX2; `sc.len() >= 16`.
     #[inline(always)]
     pub(super) unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
-        assert!(sc.len() >= 16);
-        // SAFETY: 16 bytes are readable (asserted).
-        let v = unsafe { _mm_loadu_si128(sc.as_ptr() as *const __m128i) };
-        // Words [w0, w1, w2, _]: low six bits of w0 / w1 are scales 0..4 / minimums 0..4.
-        let lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f_3f3f));
-        // Scales and minimums 4..8: w2's low / high nibbles, plus the top two bits of w0 / w1.
-        let w2 = _mm_shuffle_epi32::<0b1010_1010>(v);
-        let nib = _mm_and_si128(_mm_srlv_epi32(w2, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi32(0x0f0f_0f0f));
-        let top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x0303_0303)), 4);
-        let hi = _mm_or_si128(nib, top);
-        // [s_lo, s_hi, m_lo, m_hi].
-        _mm_unpacklo_epi32(lo, hi)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            assert!(sc.len() >= 16);
+            // SAFETY: 16 bytes are readable (asserted).
+            let v = { _mm_loadu_si128(sc.as_ptr() as *const __m128i) };
+            // Words [w0, w1, w2, _]: low six bits of w0 / w1 are scales 0..4 / minimums 0..4.
+            let lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f_3f3f));
+            // Scales and minimums 4..8: w2's low / high nibbles, plus the top two bits of w0 / w1.
+            let w2 = _mm_shuffle_epi32::<0b1010_1010>(v);
+            let nib = _mm_and_si128(_mm_srlv_epi32(w2, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi32(0x0f0f_0f0f));
+            let top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x0303_0303)), 4);
+            let hi = _mm_or_si128(nib, top);
+            // [s_lo, s_hi, m_lo, m_hi].
+            _mm_unpacklo_epi32(lo, hi)
+        }
     }
 
     /// AVX2 Q4_K (`hbits: false`) or Q5_K (`hbits: true`) row times a Q8_K row.
@@ -291,65 +311,68 @@ mod avx2 {
     /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
     #[inline(always)]
     unsafe fn dot_q45k<const Q5: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
-        let bytes = if Q5 { 176 } else { 144 };
-        let m4 = _mm256_set1_epi8(0x0F);
-        let sixteen = _mm256_set1_epi8(16);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut acc_m = [_mm_setzero_ps(); R];
-        for (bi, b) in w.chunks_exact(bytes).enumerate() {
-            let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
-            // SAFETY: F16C is enabled by the caller.
-            let (d, dmin) = unsafe { (f16c_at(b, 0), f16c_at(b, 2)) };
-            // SAFETY: SSE2 is part of the caller's AVX2.
-            let sm = unsafe { k4_scales_mins(&b[4..20]) };
-            let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-            for r in 0..R {
-                // Minimums: m[j] times the activation sum over the 32 values of scale j.
-                // SAFETY (this block): AVX2 is enabled by the caller; loads stay in the blocks.
-                let bs = unsafe { bsums(ba[r]) };
-                let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                let prod = _mm_madd_epi16(mins, pairs);
-                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin * q8k_d(ba[r])), _mm_cvtepi32_ps(prod), acc_m[r]);
-            }
-            let qs = if Q5 { &b[48..176] } else { &b[16..144] };
-            let hm = if Q5 { unsafe { load(&b[16..48]) } } else { _mm256_setzero_si256() };
-            // The eight scales as i16 in both 128-bit halves: each group's broadcast is then
-            // one in-lane shuffle.
-            let sc16 = _mm256_cvtepu8_epi16(sm);
-            let sc16 = _mm256_permute2x128_si256(sc16, sc16, 0x00);
-            let mut sumi = [_mm256_setzero_si256(); R];
-            for c in 0..4 {
-                let q = unsafe { load(&qs[32 * c..]) };
-                let mut lo = _mm256_and_si256(q, m4);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if Q5 {
-                    // Bit 2c of qh[i] is the fifth bit of value 64c + i, bit 2c+1 of 64c+32+i.
-                    let b0 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32)), 4);
-                    let b1 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), 4);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
-                }
-                let s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16));
-                let s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16));
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let bytes = if Q5 { 176 } else { 144 };
+            let m4 = _mm256_set1_epi8(0x0F);
+            let sixteen = _mm256_set1_epi8(16);
+            let mut acc = [_mm256_setzero_ps(); R];
+            let mut acc_m = [_mm_setzero_ps(); R];
+            for (bi, b) in w.chunks_exact(bytes).enumerate() {
+                let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
+                // SAFETY: F16C is enabled by the caller.
+                let (d, dmin) = { (f16c_at(b, 0), f16c_at(b, 2)) };
+                // SAFETY: SSE2 is part of the caller's AVX2.
+                let sm = { k4_scales_mins(&b[4..20]) };
+                let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
                 for r in 0..R {
-                    let qa = &ba[r][4..260];
-                    let (a0, a1) = unsafe { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
-                    let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-                    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
+                    // Minimums: m[j] times the activation sum over the 32 values of scale j.
+                    // SAFETY: (this block) AVX2 is enabled by the caller; loads stay in the blocks.
+                    let bs = { bsums(ba[r]) };
+                    let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                    let prod = _mm_madd_epi16(mins, pairs);
+                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin * q8k_d(ba[r])), _mm_cvtepi32_ps(prod), acc_m[r]);
+                }
+                let qs = if Q5 { &b[48..176] } else { &b[16..144] };
+                let hm = if Q5 { load(&b[16..48]) } else { _mm256_setzero_si256() };
+                // The eight scales as i16 in both 128-bit halves: each group's broadcast is then
+                // one in-lane shuffle.
+                let sc16 = _mm256_cvtepu8_epi16(sm);
+                let sc16 = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+                let mut sumi = [_mm256_setzero_si256(); R];
+                for c in 0..4 {
+                    let q = { load(&qs[32 * c..]) };
+                    let mut lo = _mm256_and_si256(q, m4);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    if Q5 {
+                        // Bit 2c of qh[i] is the fifth bit of value 64c + i, bit 2c+1 of 64c+32+i.
+                        let b0 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32)), 4);
+                        let b1 = _mm256_slli_epi16(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(2 * c as i32 + 1)), 4);
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(b0, sixteen));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(b1, sixteen));
+                    }
+                    let s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 1) << 8) | (4 * c)) as i16));
+                    let s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((((4 * c + 3) << 8) | (4 * c + 2)) as i16));
+                    for r in 0..R {
+                        let qa = &ba[r][4..260];
+                        let (a0, a1) = { (load(&qa[64 * c..]), load(&qa[64 * c + 32..])) };
+                        let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+                        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+                        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
+                    }
+                }
+                for r in 0..R {
+                    let dd = _mm256_set1_ps(d * q8k_d(ba[r]));
+                    acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
                 }
             }
-            for r in 0..R {
-                let dd = _mm256_set1_ps(d * q8k_d(ba[r]));
-                acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            }
+            std::array::from_fn(|r| {
+                let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
+                let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+                hsum_ps(acc[r]) - _mm_cvtss_f32(m)
+            })
         }
-        std::array::from_fn(|r| {
-            let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
-            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            // SAFETY: AVX is enabled by the caller.
-            unsafe { hsum_ps(acc[r]) - _mm_cvtss_f32(m) }
-        })
     }
 
     /// AVX2 Q4_K row times a Q8_K row.
@@ -415,56 +438,60 @@ mod avx2 {
 
     #[inline(always)]
     unsafe fn dot_q6k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m3 = _mm256_set1_epi8(3);
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (bi, b) in w.chunks_exact(210).enumerate() {
-            let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
-            let (ql, qh) = (&b[..128], &b[128..192]);
-            // SAFETY (this block): AVX2 is enabled; every load leaves 32 bytes in the block.
-            let sc = unsafe { _mm_loadu_si128(b[192..208].as_ptr() as *const __m128i) };
-            let sc16 = _mm256_cvtepi8_epi16(sc);
-            // The offset's share: 32 * sum_g scale_g * bsum_g.
-            let mut sumi: [__m256i; R] = std::array::from_fn(|r| {
-                let bias = _mm256_madd_epi16(sc16, unsafe { bsums(ba[r]) });
-                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5))
-            });
-            for h in 0..2 {
-                let (l0, l1) = unsafe { (load(&ql[64 * h..]), load(&ql[64 * h + 32..])) };
-                let hb = unsafe { load(&qh[32 * h..]) };
-                let parts = [
-                    _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
-                    _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4),
-                    ),
-                ];
-                for (o, u) in parts.into_iter().enumerate() {
-                    let g = 8 * h + 2 * o;
-                    let s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, unsafe { pair_mask(g) }));
-                    for r in 0..R {
-                        let av = unsafe { load(&ba[r][4 + 128 * h + 32 * o..]) };
-                        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0F);
+            let m3 = _mm256_set1_epi8(3);
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (bi, b) in w.chunks_exact(210).enumerate() {
+                let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
+                let (ql, qh) = (&b[..128], &b[128..192]);
+                // SAFETY: (this block) AVX2 is enabled; every load leaves 32 bytes in the block.
+                let sc = _mm_loadu_si128(b[192..208].as_ptr() as *const __m128i);
+                let sc16 = _mm256_cvtepi8_epi16(sc);
+                // The offset's share: 32 * sum_g scale_g * bsum_g.
+                let mut sumi: [__m256i; R] = std::array::from_fn(|r| {
+                    let bias = _mm256_madd_epi16(sc16, bsums(ba[r]));
+                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5))
+                });
+                for h in 0..2 {
+                    let (l0, l1) = { (load(&ql[64 * h..]), load(&ql[64 * h + 32..])) };
+                    let hb = { load(&qh[32 * h..]) };
+                    let parts = [
+                        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
+                        _mm256_or_si256(
+                            _mm256_and_si256(l1, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4),
+                        ),
+                    ];
+                    for (o, u) in parts.into_iter().enumerate() {
+                        let g = 8 * h + 2 * o;
+                        let s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pair_mask(g)));
+                        for r in 0..R {
+                            let av = load(&ba[r][4 + 128 * h + 32 * o..]);
+                            sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+                        }
                     }
                 }
+                // SAFETY: F16C is enabled by the caller.
+                let d = { f16c_at(b, 208) };
+                for r in 0..R {
+                    let dd = _mm256_set1_ps(q8k_d(ba[r]) * d);
+                    acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                }
             }
-            // SAFETY: F16C is enabled by the caller.
-            let d = unsafe { f16c_at(b, 208) };
-            for r in 0..R {
-                let dd = _mm256_set1_ps(q8k_d(ba[r]) * d);
-                acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            }
+            // SAFETY: AVX is enabled by the caller.
+            std::array::from_fn(|r| hsum_ps(acc[r]))
         }
-        // SAFETY: AVX is enabled by the caller.
-        std::array::from_fn(|r| unsafe { hsum_ps(acc[r]) })
     }
 
     /// AVX2 K-quant x Q8_K for Q2_K and Q3_K (the less common formats share one body).
@@ -483,16 +510,19 @@ mod avx2 {
             let mut sumi = _mm256_setzero_si256();
             let (d, dmin): (f32, f32);
             let (mut bias, mut msum) = (0i32, 0i32);
-            // SAFETY (all loads below): every offset leaves 32 bytes inside the block / row.
+            // SAFETY: (all loads below) every offset leaves 32 bytes inside the block / row.
             match f {
                 KFormat::Q2K => {
                     let (sc, qs) = (&b[..16], &b[16..80]);
                     for c in 0..2 {
+                        // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                         let q = unsafe { load(&qs[32 * c..]) };
                         for s in 0..4 {
                             let u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * s as i32)), m3);
                             let g = 8 * c + 2 * s;
+                            // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                             let av = unsafe { load(&qa[128 * c + 32 * s..]) };
+                            // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                             let p = unsafe { dot32(u, av, (sc[g] & 0xF) as i32, (sc[g + 1] & 0xF) as i32) };
                             sumi = _mm256_add_epi32(sumi, p);
                         }
@@ -503,8 +533,10 @@ mod avx2 {
                 KFormat::Q3K => {
                     let (hmask, qs) = (&b[..32], &b[32..96]);
                     let scales = q3k_scales(&b[96..108]);
+                    // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                     let hm = unsafe { load(hmask) };
                     for c in 0..2 {
+                        // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                         let q = unsafe { load(&qs[32 * c..]) };
                         for s in 0..4 {
                             let low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * s as i32)), m3);
@@ -513,7 +545,9 @@ mod avx2 {
                             let high = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit)), one);
                             let u = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
                             let g = 8 * c + 2 * s;
+                            // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                             let av = unsafe { load(&qa[128 * c + 32 * s..]) };
+                            // SAFETY: AVX2 is enabled (this fn's contract) and every slice loaded holds 32 bytes.
                             let p = unsafe { dot32(u, av, scales[g], scales[g + 1]) };
                             sumi = _mm256_add_epi32(sumi, p);
                         }
@@ -575,7 +609,9 @@ pub fn row_kernel(f: KFormat) -> RowDot {
             KFormat::Q4K => avx2::dot_q4k,
             KFormat::Q5K => avx2::dot_q5k,
             KFormat::Q6K => avx2::dot_q6k,
+            // SAFETY: AVX2 and FMA (the Avx2Fma level) were detected just above.
             KFormat::Q2K => |w, a| unsafe { avx2::dot_k_q8_k(KFormat::Q2K, w, a) },
+            // SAFETY: as above.
             KFormat::Q3K => |w, a| unsafe { avx2::dot_k_q8_k(KFormat::Q3K, w, a) },
         };
     }

@@ -4,13 +4,41 @@
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LrSchedule {
     /// Always `lr`.
-    Constant { lr: f32 },
+    Constant {
+        /// The peak learning rate.
+        lr: f32,
+    },
     /// From 0 up to `lr` over `warmup` steps, then `lr`.
-    LinearWarmup { lr: f32, warmup: u64 },
+    LinearWarmup {
+        /// The peak learning rate.
+        lr: f32,
+        /// Steps of linear warmup from 0.
+        warmup: u64,
+    },
     /// Linear warmup, then cosine decay from `lr` to `min_lr` at step `total`.
-    Cosine { lr: f32, min_lr: f32, warmup: u64, total: u64 },
+    Cosine {
+        /// The peak learning rate.
+        lr: f32,
+        /// The learning rate at the end.
+        min_lr: f32,
+        /// Steps of linear warmup from 0.
+        warmup: u64,
+        /// The step at which the schedule ends.
+        total: u64,
+    },
     /// Warmup, a constant plateau, then linear decay to `min_lr` over the last `decay` steps.
-    WarmupStableDecay { lr: f32, min_lr: f32, warmup: u64, decay: u64, total: u64 },
+    WarmupStableDecay {
+        /// The peak learning rate.
+        lr: f32,
+        /// The learning rate at the end.
+        min_lr: f32,
+        /// Steps of linear warmup from 0.
+        warmup: u64,
+        /// Steps of linear decay at the end.
+        decay: u64,
+        /// The step at which the schedule ends.
+        total: u64,
+    },
 }
 
 impl LrSchedule {

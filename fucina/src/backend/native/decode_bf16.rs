@@ -52,9 +52,12 @@ mod x86 {
     /// Stores `d * scale * q - dmin * min` (computed as the scalar decoder does) as 16 bf16.
     #[inline(always)]
     unsafe fn store(q: __m512i, ds: f32, dm: f32, out: *mut u16) {
-        let v = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(q)), _mm512_set1_ps(dm));
-        // SAFETY: the caller guarantees 16 writable values at `out`.
-        unsafe { _mm256_storeu_si256(out.cast(), std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v))) };
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let v = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(q)), _mm512_set1_ps(dm));
+            _mm256_storeu_si256(out.cast(), std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)));
+        }
     }
 
     /// Sixteen bytes at `p` widened to i32 lanes.
@@ -70,7 +73,7 @@ mod x86 {
     pub unsafe fn decode(fmt: BlockRow, src: &[u8], out: &mut [u16]) {
         let o = out.as_mut_ptr();
         let m4 = _mm512_set1_epi32(0xF);
-        // SAFETY (whole body): every read stays inside the current block of `src` and every
+        // SAFETY: (whole body) every read stays inside the current block of `src` and every
         // write inside the block's values in `out` (sizes checked by the caller).
         unsafe {
             match fmt {

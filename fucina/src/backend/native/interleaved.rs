@@ -222,7 +222,7 @@ mod avx512 {
         let mut sm = [0u8; 256];
         for (b, blk) in blocks.chunks_exact(X16_BLOCK).enumerate() {
             let ab: [&[u8]; R] = std::array::from_fn(|r| &a[r][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES]);
-            // SAFETY (this block): the features are enabled; every load stays inside the
+            // SAFETY: (this block) the features are enabled; every load stays inside the
             // interleaved block (scales 64..256, nibbles 256 + 64 (8c + t) + 64 <= 2304) or the
             // activation block (4 + 64c + 32 + 4t + 4 <= 260, sums 260..292), or the arrays.
             unsafe {
@@ -318,7 +318,7 @@ mod avx512 {
         let flip = _mm512_set1_epi8(-128);
         let mut acc = [_mm512_setzero_ps(); R];
         for (b, blk) in blocks.chunks_exact(X16_Q8_BLOCK).enumerate() {
-            // SAFETY (this block): the features are enabled; every load stays inside the
+            // SAFETY: (this block) the features are enabled; every load stays inside the
             // interleaved block (32 + 64 t + 64 <= 544) or the activation block
             // (2 + 4 t + 4 <= 34).
             unsafe {
@@ -357,7 +357,7 @@ mod avx512 {
         let mut acc = [_mm512_setzero_ps(); R];
         for (b, blk) in blocks.chunks_exact(X16_Q6_BLOCK).enumerate() {
             let ab: [&[u8]; R] = std::array::from_fn(|r| &a[r][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES]);
-            // SAFETY (this block): the features are enabled; every load stays inside the
+            // SAFETY: (this block) the features are enabled; every load stays inside the
             // interleaved block (scales 32..288, bits 288 + 192 (8c + t) + 192 <= 3360) or the
             // activation block
             // (4 + 128c + 64h + 32p + 4t + 4 <= 260, sums 260..292).
@@ -447,27 +447,31 @@ mod avx512 {
     /// step `(c, t)` of an interleaved super-block at `p`: the levels `u0` (p = 0), `u1` (p = 1).
     #[inline(always)]
     unsafe fn q6k_levels(p: *const u8, c: usize, h: usize, t: usize) -> (__m512i, __m512i) {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let m30 = _mm512_set1_epi8(0x30);
-        // SAFETY: the caller passes a whole interleaved super-block (288 + 192 (8c + t) + 192
-        // <= 3360).
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
         unsafe {
-            let q = p.add(X16_Q6_QS + 192 * (8 * c + t));
-            let l0 = _mm512_loadu_si512(q as *const __m512i);
-            let l1 = _mm512_loadu_si512(q.add(64) as *const __m512i);
-            let hb = _mm512_loadu_si512(q.add(128) as *const __m512i);
-            let (l0, l1) = if h == 0 {
-                (_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4))
-            } else {
-                (_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4))
-            };
-            // High bits of part (h, p) sit at shift 2 (2h + p): moved to bits 4..6.
-            let (h0, h1) = if h == 0 {
-                (_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 2))
-            } else {
-                (hb, _mm512_srli_epi16(hb, 2))
-            };
-            (_mm512_or_si512(l0, _mm512_and_si512(h0, m30)), _mm512_or_si512(l1, _mm512_and_si512(h1, m30)))
+            let m4 = _mm512_set1_epi8(0x0F);
+            let m30 = _mm512_set1_epi8(0x30);
+            // SAFETY: the caller passes a whole interleaved super-block (288 + 192 (8c + t) + 192
+            // <= 3360).
+            {
+                let q = p.add(X16_Q6_QS + 192 * (8 * c + t));
+                let l0 = _mm512_loadu_si512(q as *const __m512i);
+                let l1 = _mm512_loadu_si512(q.add(64) as *const __m512i);
+                let hb = _mm512_loadu_si512(q.add(128) as *const __m512i);
+                let (l0, l1) = if h == 0 {
+                    (_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4))
+                } else {
+                    (_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4))
+                };
+                // High bits of part (h, p) sit at shift 2 (2h + p): moved to bits 4..6.
+                let (h0, h1) = if h == 0 {
+                    (_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 2))
+                } else {
+                    (hb, _mm512_srli_epi16(hb, 2))
+                };
+                (_mm512_or_si512(l0, _mm512_and_si512(h0, m30)), _mm512_or_si512(l1, _mm512_and_si512(h1, m30)))
+            }
         }
     }
 

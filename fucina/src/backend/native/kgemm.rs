@@ -250,13 +250,17 @@ mod x86 {
     /// Eight vectors of eight i32 to one vector of their eight sums (`out[i] = sum(v[i])`).
     #[inline(always)]
     unsafe fn reduce8(v: [__m256i; 8]) -> __m256i {
-        let h01 = _mm256_hadd_epi32(v[0], v[1]);
-        let h23 = _mm256_hadd_epi32(v[2], v[3]);
-        let h45 = _mm256_hadd_epi32(v[4], v[5]);
-        let h67 = _mm256_hadd_epi32(v[6], v[7]);
-        let a = _mm256_hadd_epi32(h01, h23);
-        let b = _mm256_hadd_epi32(h45, h67);
-        _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let h01 = _mm256_hadd_epi32(v[0], v[1]);
+            let h23 = _mm256_hadd_epi32(v[2], v[3]);
+            let h45 = _mm256_hadd_epi32(v[4], v[5]);
+            let h67 = _mm256_hadd_epi32(v[6], v[7]);
+            let a = _mm256_hadd_epi32(h01, h23);
+            let b = _mm256_hadd_epi32(h45, h67);
+            _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b))
+        }
     }
 
     /// `out[i] += (d * da_i) * S1_i - (dmin * da_i) * S2_i` for the eight activation
@@ -269,7 +273,7 @@ mod x86 {
     pub unsafe fn micro<const OFF: bool, const MIN: bool>(t: &KTile, a: &[&[u8]; GROUP], out: &mut [f32]) {
         debug_assert!(out.len() >= GROUP && a.iter().all(|x| x.len() >= 292));
         let ap: [*const u8; GROUP] = std::array::from_fn(|i| a[i].as_ptr());
-        // SAFETY (loads): the tile's arrays are 32-byte aligned and whole; each activation
+        // SAFETY: (loads) the tile's arrays are 32-byte aligned and whole; each activation
         // block has its levels at 4..260 and its group sums at 260..292.
         unsafe {
             let mut acc = [_mm256_setzero_si256(); GROUP];

@@ -130,7 +130,7 @@ mod x86 {
                 let xp = x.as_ptr();
                 let wp = w.as_ptr();
                 let steps = k / L;
-                // SAFETY (loads): p * L + L <= k values of every row; weights widened per format.
+                // SAFETY: (loads) p * L + L <= k values of every row; weights widened per format.
                 unsafe {
                     // The loop, with the weight load `$at -> vector` spelled out per format (no
                     // closures, so everything inlines under this function's target features).
@@ -174,7 +174,9 @@ mod x86 {
 
     #[inline(always)]
     unsafe fn sum512(v: __m512) -> f32 {
-        _mm512_reduce_add_ps(v)
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe { _mm512_reduce_add_ps(v) }
     }
 
     #[inline(always)]
@@ -191,9 +193,13 @@ mod x86 {
 
     #[inline(always)]
     unsafe fn sum256(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
+        // memory access below is in bounds as argued where it happens.
+        unsafe {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
     }
 
     #[inline(always)]
