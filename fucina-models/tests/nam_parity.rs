@@ -55,14 +55,17 @@ fn streaming_matches_at_every_buffer_size() {
     for name in MODELS {
         let want: Vec<f32> = outs[name].as_array().unwrap().iter().map(|s| s.as_f64().unwrap() as f32).collect();
         let amp = Amp::open(dir().join(format!("{name}.nam"))).unwrap();
-        for (bs, max_block) in [(1, 64), (7, 64), (64, 64), (128, 128), (4096, 512)] {
-            let mut s = amp.stream(max_block);
+        let runs = [(1, 64, BackendKind::Native), (7, 64, BackendKind::Scalar), (7, 64, BackendKind::Native)];
+        let runs =
+            runs.into_iter().chain([(64, 64), (128, 128), (4096, 512)].map(|(b, m)| (b, m, BackendKind::Native)));
+        for (bs, max_block, backend) in runs {
+            let mut s = amp.stream_on(max_block, backend);
             let mut got = vec![0.0f32; x.len()];
             for (xi, yi) in x.chunks(bs).zip(got.chunks_mut(bs)) {
                 s.process(xi, yi);
             }
             let d = max_diff(&got, &want);
-            assert!(d <= TOL, "{name} buffers of {bs}: max diff {d}");
+            assert!(d <= TOL, "{name} buffers of {bs} on {backend:?}: max diff {d}");
             // After a reset it starts from silence again.
             s.reset();
             let mut again = vec![0.0f32; 300];

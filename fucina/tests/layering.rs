@@ -67,3 +67,29 @@ fn no_module_imports_from_a_higher_band() {
     assert!(checked > 20, "the scan found too few crate:: paths ({checked}); is it reading the sources?");
     assert!(violations.is_empty(), "upward imports:\n{}", violations.join("\n"));
 }
+
+/// Above the core crate, kernels are reached through the `Kernels` seam only: no crate of the
+/// workspace (models, apps, benches, examples) names `backend::native`, and no model or
+/// app picks a SIMD path through `std::arch`.
+#[test]
+fn no_crate_above_the_core_names_the_native_backend() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in ["fucina-models/src", "fucina-models/tests", "benches/src", "benches/benches", "benches/examples"] {
+        let d = root.join(dir);
+        if d.is_dir() {
+            walk(&d, &mut files);
+        }
+    }
+    assert!(files.len() > 30, "found only {} sources above the core", files.len());
+    let mut violations = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for needle in ["backend::native", "std::arch", "core::arch"] {
+            if text.contains(needle) {
+                violations.push(format!("{}: names `{needle}`", f.strip_prefix(&root).unwrap_or(f).display()));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "kernel paths named above the backend seam:\n{}", violations.join("\n"));
+}

@@ -526,3 +526,40 @@ fn conv2d_and_pooling_match_scalar_forward_and_backward() {
         }
     }
 }
+
+/// The streaming frame product (`Kernels::frames_gemm_acc`): native (4-frame, 8/4/1-column
+/// register blocks) against the spec over odd widths, strided frames and frame counts that
+/// leave every remainder; the operands' check refuses short buffers.
+#[cfg(feature = "nam")]
+#[test]
+fn frame_products_agree() {
+    use fucina::backend::frames::FrameGemm;
+    use fucina::backend::BackendKind;
+    let mut s = Sizes::new(91);
+    let mut cases = vec![(1, 1, 1, 0, 0), (4, 3, 8, 0, 0), (5, 16, 13, 2, 1), (9, 2, 64, 0, 3)];
+    for _ in 0..24 {
+        cases.push((s.pick(1, 19), s.pick(1, 40), s.pick(1, 70), s.pick(0, 3), s.pick(0, 3)));
+    }
+    for (i, &(n, ni, no, xpad, opad)) in cases.iter().enumerate() {
+        let g = FrameGemm { n, ni, no, xs: ni + xpad, os: no + opad };
+        let x = values(1000 + i as u64, (n - 1) * g.xs + ni);
+        let w = values(2000 + i as u64, ni * no);
+        let start = values(3000 + i as u64, (n - 1) * g.os + no);
+        g.check(&x, &w, &start).unwrap();
+        let run = |kind: BackendKind| {
+            let mut out = start.clone();
+            kind.kernels().frames_gemm_acc(g, &x, &w, &mut out);
+            out
+        };
+        let (spec, native) = (run(BackendKind::Scalar), run(BackendKind::Native));
+        assert_close(&format!("frames {g:?}"), &native, &spec, 1e-5, 1e-5 * (ni as f32).sqrt());
+        // The gaps between strided output frames are left alone.
+        for t in 0..n - 1 {
+            for o in no..g.os {
+                assert_eq!(native[t * g.os + o], start[t * g.os + o], "gap written at frame {t}");
+            }
+        }
+        assert!(g.check(&x[..x.len() - 1], &w, &start).is_err(), "short input accepted");
+        assert!(g.check(&x, &w[..w.len() - 1], &start).is_err(), "short weight accepted");
+    }
+}

@@ -109,10 +109,17 @@ impl Amp {
         }
     }
 
-    /// A streaming processor for buffers of up to `max_block` samples (more are split).
+    /// A streaming processor for buffers of up to `max_block` samples (more are split), on
+    /// the native backend's kernels.
     pub fn stream(&self, max_block: usize) -> AmpStream {
+        self.stream_on(max_block, fucina::backend::BackendKind::Native)
+    }
+
+    /// [`Amp::stream`] on the given backend's kernels (the WaveNet's frame products and
+    /// activations; the LSTM runs its own loops).
+    pub fn stream_on(&self, max_block: usize, backend: fucina::backend::BackendKind) -> AmpStream {
         match &self.model {
-            AmpModel::WaveNet(w) => AmpStream::WaveNet(Box::new(WaveNetStream::new(w, max_block))),
+            AmpModel::WaveNet(w) => AmpStream::WaveNet(Box::new(WaveNetStream::with_backend(w, max_block, backend))),
             AmpModel::Lstm(l) => {
                 let mut l = l.clone();
                 l.reset();

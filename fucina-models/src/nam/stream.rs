@@ -8,8 +8,8 @@
 //! by the current block; when the buffer fills, the history is moved back to the front.
 
 use super::wavenet::WaveNet;
-use fucina::backend::native::{frames_gemm_acc, Native};
-use fucina::backend::{Kernels, UnaryOp};
+use fucina::backend::frames::FrameGemm;
+use fucina::backend::{BackendKind, Kernels, UnaryOp};
 use fucina::formats::nam::Activation;
 
 /// A layer's parameters (re-laid out for the inner loops) and its input history.
@@ -106,6 +106,8 @@ pub struct WaveNetStream {
     post: Vec<f32>,
     next_in: Vec<f32>,
     head_out: Vec<f32>,
+    /// The backend whose kernels run the frame products and activations.
+    kernels: &'static dyn Kernels,
 }
 
 fn to_vec(t: &fucina::prelude::Tensor<impl fucina::tensor::axes::Axes>) -> Vec<f32> {
@@ -121,6 +123,12 @@ impl WaveNetStream {
     /// (longer buffers are processed in pieces), started from silence. `max_block` is
     /// clamped to `1..=`[`MAX_BLOCK`]; larger buffers are still accepted, in pieces.
     pub fn new(net: &WaveNet, max_block: usize) -> WaveNetStream {
+        WaveNetStream::with_backend(net, max_block, BackendKind::Native)
+    }
+
+    /// [`WaveNetStream::new`] on the given backend's kernels (`Scalar` is the specification
+    /// the native path is tested against).
+    pub fn with_backend(net: &WaveNet, max_block: usize, backend: BackendKind) -> WaveNetStream {
         let max_block = max_block.clamp(1, MAX_BLOCK);
         let mut widest = 1;
         let arrays: Vec<ArrayState> = net
@@ -211,6 +219,7 @@ impl WaveNetStream {
             post: vec![0.0; n],
             next_in: vec![0.0; n],
             head_out: vec![0.0; n],
+            kernels: backend.kernels(),
         };
         s.reset();
         s
@@ -256,6 +265,9 @@ impl WaveNetStream {
         let n = x.len();
         let (z, za, post, next_in, head_out) =
             (&mut self.z, &mut self.za, &mut self.post, &mut self.next_in, &mut self.head_out);
+        let kern = self.kernels;
+        // Every operand below is sized at construction for `max_block` frames of the widest
+        // array, and `n <= max_block`: the frame products' bounds hold by construction.
         // The array input: the audio (one channel) for the first array.
         next_in[..n].copy_from_slice(x);
         let mut in_width = 1;
@@ -305,15 +317,15 @@ impl WaveNetStream {
                     let first = (l.hist.pos - back) * ch;
                     let src = &l.hist.buf[first..first + n * ch];
                     let wt = &l.conv[tap * ch * mid..(tap + 1) * ch * mid];
-                    frames_gemm_acc(n, ch, mid, src, ch, wt, &mut z[..n * mid], mid);
+                    kern.frames_gemm_acc(FrameGemm { n, ni: ch, no: mid, xs: ch, os: mid }, src, wt, &mut z[..n * mid]);
                 }
                 // Activation (and gating) into `post` [n][bn].
-                activate(l.act, &z[..n * mid], &mut za[..n * mid]);
+                activate(kern, l.act, &z[..n * mid], &mut za[..n * mid]);
                 match l.gate {
                     None => post[..n * bn].copy_from_slice(&za[..n * bn]),
                     Some(g) => {
                         // Secondary activation of the second half of each frame.
-                        activate(g, &z[..n * mid], &mut post[..n * mid]);
+                        activate(kern, g, &z[..n * mid], &mut post[..n * mid]);
                         for t in 0..n {
                             for b in 0..bn {
                                 let s = post[t * mid + bn + b];
@@ -347,7 +359,7 @@ impl WaveNetStream {
                             *o = i + b;
                         }
                     }
-                    frames_gemm_acc(n, bn, ch, &post[..n * bn], bn, &l.out, dst, ch);
+                    kern.frames_gemm_acc(FrameGemm { n, ni: bn, no: ch, xs: bn, os: ch }, &post[..n * bn], &l.out, dst);
                 }
                 l.hist.advance(n);
             }
@@ -376,7 +388,7 @@ impl WaveNetStream {
 }
 
 /// `y = act(x)` elementwise, with the library's vectorized kernels where there is one.
-fn activate(a: Activation, x: &[f32], y: &mut [f32]) {
+fn activate(kern: &dyn Kernels, a: Activation, x: &[f32], y: &mut [f32]) {
     let op = match a {
         Activation::Tanh => Some(UnaryOp::Tanh),
         Activation::Sigmoid => Some(UnaryOp::Sigmoid),
@@ -385,7 +397,7 @@ fn activate(a: Activation, x: &[f32], y: &mut [f32]) {
         _ => None,
     };
     match op {
-        Some(op) => Native.unary(op, x, y),
+        Some(op) => kern.unary(op, x, y),
         None => {
             for (o, v) in y.iter_mut().zip(x) {
                 *o = a.apply(*v);

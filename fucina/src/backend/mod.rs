@@ -6,6 +6,8 @@
 
 pub mod conv2d;
 pub mod fdot;
+#[cfg(feature = "nam")]
+pub mod frames;
 pub mod interleave;
 pub mod native;
 pub mod qdot;
@@ -548,6 +550,11 @@ pub trait Kernels: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// `y[i] = op(x[i])`.
     fn unary(&self, op: UnaryOp, x: &[f32], y: &mut [f32]);
+    /// `out[t] += x[t] W` over a few short frames ([`frames::frames_gemm_acc_spec`]): no
+    /// allocation, lock or thread, so a real-time audio callback may call it. The caller has
+    /// run [`frames::FrameGemm::check`].
+    #[cfg(feature = "nam")]
+    fn frames_gemm_acc(&self, g: frames::FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]);
     /// `out[idx] = op(a[idx], b[idx])` over `shape`, operands strided.
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]);
     /// Gathers a strided view of any float dtype into a contiguous f32 buffer.

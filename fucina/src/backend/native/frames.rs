@@ -4,40 +4,18 @@
 //! it; no allocation, no threads, so it is safe on an audio thread.
 
 use super::simd::{self, Level};
+use crate::backend::frames::{frames_gemm_acc_spec, FrameGemm};
 
-/// `out[t * os + o] += sum_i x[t * xs + i] * w[i * no + o]` for `t < n`, `o < no`, `i < ni`:
-/// the scalar specification.
-#[allow(clippy::too_many_arguments)]
-pub fn frames_gemm_acc_scalar(
-    n: usize,
-    ni: usize,
-    no: usize,
-    x: &[f32],
-    xs: usize,
-    w: &[f32],
-    out: &mut [f32],
-    os: usize,
-) {
-    for t in 0..n {
-        for i in 0..ni {
-            let v = x[t * xs + i];
-            for o in 0..no {
-                out[t * os + o] += v * w[i * no + o];
-            }
-        }
-    }
-}
-
-/// [`frames_gemm_acc_scalar`] on the fastest path available.
-#[allow(clippy::too_many_arguments)]
-pub fn frames_gemm_acc(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: &[f32], out: &mut [f32], os: usize) {
+/// [`frames_gemm_acc_spec`] on the fastest path available (same sums per output, in the same
+/// order of `i`, but fused multiply-adds under AVX2).
+pub fn frames_gemm_acc(g: FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]) {
+    let FrameGemm { n, ni, no, xs, os } = g;
     if n == 0 || no == 0 {
         return;
     }
-    assert!(
-        (n - 1) * xs + ni <= x.len() && ni * no <= w.len() && (n - 1) * os + no <= out.len(),
-        "frames_gemm_acc: operand sizes"
-    );
+    // The unsafe path below relies on these bounds; `Kernels::frames_gemm_acc`'s callers
+    // have checked them (`FrameGemm::check`), so this never fires on a checked call.
+    assert!(g.check(x, w, out).is_ok(), "frames_gemm_acc: operand sizes");
     #[cfg(target_arch = "x86_64")]
     if simd::level().has_avx2() {
         // SAFETY: the CPU has AVX2 and FMA; sizes were checked above.
@@ -45,7 +23,7 @@ pub fn frames_gemm_acc(n: usize, ni: usize, no: usize, x: &[f32], xs: usize, w: 
         return;
     }
     let _ = Level::Portable;
-    frames_gemm_acc_scalar(n, ni, no, x, xs, w, out, os)
+    frames_gemm_acc_spec(g, x, w, out)
 }
 
 /// # Safety
@@ -140,35 +118,6 @@ unsafe fn rows<const R: usize>(
                     acc = (*xp.add((t + r) * xs + i)).mul_add(*wp.add(i * no + c), acc);
                 }
                 *op.add((t + r) * os + c) = acc;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn matches_the_scalar_spec() {
-        for (n, ni, no, xs, os) in [
-            (1, 1, 1, 1, 1),
-            (9, 16, 16, 16, 16),
-            (13, 8, 12, 9, 14),
-            (4, 3, 33, 5, 40),
-            (7, 16, 32, 16, 32),
-            (6, 4, 4, 4, 4),
-            (5, 8, 7, 8, 7),
-            (9, 2, 3, 2, 3),
-        ] {
-            let x: Vec<f32> = (0..n * xs).map(|i| ((i * 37) % 17) as f32 * 0.1 - 0.8).collect();
-            let w: Vec<f32> = (0..ni * no).map(|i| ((i * 11) % 13) as f32 * 0.07 - 0.4).collect();
-            let mut a: Vec<f32> = (0..n * os).map(|i| i as f32 * 0.01).collect();
-            let mut b = a.clone();
-            frames_gemm_acc(n, ni, no, &x, xs, &w, &mut a, os);
-            frames_gemm_acc_scalar(n, ni, no, &x, xs, &w, &mut b, os);
-            for (p, q) in a.iter().zip(&b) {
-                assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{n}x{ni}x{no}: {p} vs {q}");
             }
         }
     }

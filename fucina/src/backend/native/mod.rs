@@ -9,8 +9,6 @@ pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
 #[cfg(feature = "nam")]
 mod frames;
-#[cfg(feature = "nam")]
-pub use frames::{frames_gemm_acc, frames_gemm_acc_scalar};
 mod gemm;
 mod interleaved;
 mod kgemm;
@@ -85,6 +83,11 @@ impl Kernels for Native {
 
     fn unary(&self, op: UnaryOp, x: &[f32], y: &mut [f32]) {
         elementwise::unary(op, x, y)
+    }
+
+    #[cfg(feature = "nam")]
+    fn frames_gemm_acc(&self, g: super::frames::FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]) {
+        frames::frames_gemm_acc(g, x, w, out)
     }
 
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]) {

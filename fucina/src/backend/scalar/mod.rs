@@ -20,6 +20,11 @@ impl Kernels for Scalar {
         }
     }
 
+    #[cfg(feature = "nam")]
+    fn frames_gemm_acc(&self, g: super::frames::FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]) {
+        super::frames::frames_gemm_acc_spec(g, x, w, out)
+    }
+
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]) {
         for (i, o) in out.iter_mut().enumerate() {
             let ia = strided_offset(i, shape, a.strides, a.offset);
