@@ -167,7 +167,7 @@ fn mlp_end_to_end() {
 
 #[test]
 fn indexing_selection_cast_conv() {
-    axis!(pub v, pub h, pub s, pub ch, pub o, pub tap, pub tm);
+    axis!(pub v, pub h, pub s, pub ch, pub o, pub tm);
     let table = raw(30, &[6, 3], 1.0);
     check("embedding", &[table], |x| {
         let ids = Tensor::<axes![batch, s]>::from_vec(vec![1u32, 5, 1, 0], &[2, 2])?;
@@ -192,8 +192,8 @@ fn indexing_selection_cast_conv() {
     let bias = raw(36, &[4], 0.5);
     for (dil, padding) in [(1, Padding::Causal), (2, Padding::Causal), (3, Padding::Same), (1, Padding::Valid)] {
         check(&format!("conv1d d={dil} {padding:?}"), &[xs.clone(), w.clone(), bias.clone()], |x| {
-            let (xt, wt, bt) = (t::<axes![batch, ch, tm]>(&x[0]), t::<axes![o, ch, tap]>(&x[1]), t::<axes![o]>(&x[2]));
-            weigh(xt.conv1d(&wt, Some(&bt), Conv1dOptions { dilation: dil, padding })?)
+            let (xt, wt, bt) = (t::<axes![batch, ch, tm]>(&x[0]), t::<axes![o, ch, tm]>(&x[1]), t::<axes![o]>(&x[2]));
+            weigh(xt.conv1d::<ch, tm, o>(&wt, Some(&bt), Conv1dOptions { dilation: dil, padding })?)
         });
     }
 }

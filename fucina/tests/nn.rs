@@ -304,3 +304,32 @@ fn dropout_is_seeded_the_same_on_every_backend_and_thread_count_and_passes_scale
     assert_eq!(drop.forward(&x, Mode::Eval).unwrap().to_f32_vec(), x.to_f32_vec());
     assert!(Dropout::new(1.0).is_err() && Dropout::new(-0.1).is_err() && Dropout::new(f32::NAN).is_err());
 }
+
+/// nn::Conv1d: PyTorch's init bounds (weight and bias within 1/sqrt(in * k), spread over
+/// the range) and its forward is the conv1d op on its parameters (the op itself is held to
+/// torch.nn.functional.conv1d in torch_parity).
+#[test]
+fn conv1d_layer_init_and_forward() {
+    use fucina::nn::Conv1d;
+    use fucina::ops::{Conv1dOptions, Padding};
+    let ctx = ExecContext::new(ExecConfig { seed: 11, ..ExecConfig::default() }).unwrap();
+    let _g = ctx.enter();
+    let opts = Conv1dOptions { dilation: 2, padding: Padding::Same };
+    let conv = Conv1d::<out, channel, seq>::init(&ctx, 5, 7, 3, opts, Bias::With).unwrap();
+    let bound = 1.0 / (15.0f32).sqrt();
+    let w = conv.weight.to_f32_vec();
+    assert_eq!(conv.weight.shape(), &[7, 5, 3]);
+    assert!(w.iter().all(|v| v.abs() <= bound), "weight outside ±{bound}");
+    assert!(w.iter().cloned().fold(0.0f32, f32::max) > 0.8 * bound, "weights do not fill the range");
+    assert!(conv.bias.as_ref().unwrap().to_f32_vec().iter().all(|v| v.abs() <= bound));
+    let x = Tensor::<axes![batch, seq, channel]>::from_vec(
+        (0..2 * 9 * 5).map(|i| (i % 7) as f32 - 3.0).collect(),
+        &[2, 9, 5],
+    )
+    .unwrap();
+    let y = conv.forward(&x).unwrap();
+    let want = x.conv1d::<channel, seq, out>(&conv.weight, conv.bias.as_ref(), opts).unwrap();
+    assert_eq!(y.shape(), &[2, 9, 7]);
+    assert_eq!(y.to_f32_vec(), want.to_f32_vec());
+    assert_eq!(conv.param_names(), ["weight", "bias"]);
+}

@@ -112,17 +112,17 @@ fn norms_values() {
 
 #[test]
 fn conv1d_causal_dilated_matches_definition() {
-    axis!(pub n, pub ch, pub t, pub o, pub tap);
+    axis!(pub n, pub ch, pub t, pub o);
     let _g = scalar().enter();
     let x = Tensor::<axes![n, ch, t]>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0], &[1, 1, 5]).unwrap();
-    let w = Tensor::<axes![o, ch, tap]>::from_vec(vec![1.0f32, 10.0], &[1, 1, 2]).unwrap();
+    let w = Tensor::<axes![o, ch, t]>::from_vec(vec![1.0f32, 10.0], &[1, 1, 2]).unwrap();
     // causal, dilation 2: y[t] = 1*x[t-2] + 10*x[t]
-    let y = x.conv1d(&w, None, Conv1dOptions { dilation: 2, padding: Padding::Causal }).unwrap();
+    let y = x.conv1d::<ch, t, o>(&w, None, Conv1dOptions { dilation: 2, padding: Padding::Causal }).unwrap();
     assert_eq!(y.to_f32_vec(), vec![10.0, 20.0, 31.0, 42.0, 53.0]);
-    let v = x.conv1d(&w, None, Conv1dOptions { dilation: 1, padding: Padding::Valid }).unwrap();
+    let v = x.conv1d::<ch, t, o>(&w, None, Conv1dOptions { dilation: 1, padding: Padding::Valid }).unwrap();
     assert_eq!(v.to_f32_vec(), vec![21.0, 32.0, 43.0, 54.0]);
-    let too_long = Tensor::<axes![o, ch, tap]>::ones(&[1, 1, 9]).unwrap();
-    let err = x.conv1d(&too_long, None, Conv1dOptions::default()).unwrap_err();
+    let too_long = Tensor::<axes![o, ch, t]>::ones(&[1, 1, 9]).unwrap();
+    let err = x.conv1d::<ch, t, o>(&too_long, None, Conv1dOptions::default()).unwrap_err();
     assert!(err.to_string().contains("shorter than the kernel span"), "{err}");
 }
 
@@ -225,4 +225,62 @@ fn axis_surgery_matches_row_major_reshapes_and_checks_sizes() {
         Err(FucinaError::InvalidArgument { op: "split_axis", .. })
     ));
     assert!(x.split_axis::<b, axes![head, head_dim]>(&[6]).is_err());
+}
+
+/// conv1d by axis name: the same signal stored time-major ([t, n, ch]) gives the same output
+/// and the same input, weight and bias gradients as the channel-major layout.
+#[test]
+fn conv1d_by_name_in_any_layout() {
+    axis!(pub n, pub ch, pub t, pub o);
+    let _g = scalar().enter();
+    let xv: Vec<f32> = (0..2 * 3 * 7).map(|i| ((i * 13) % 11) as f32 * 0.25 - 1.0).collect();
+    let wv: Vec<f32> = (0..4 * 3 * 2).map(|i| ((i * 7) % 5) as f32 * 0.5 - 1.0).collect();
+    let run = |time_major: bool| {
+        let ctx = ExecContext::current();
+        let _scope = ctx.open_exec_scope();
+        let x = Tensor::<axes![n, ch, t]>::from_vec(xv.clone(), &[2, 3, 7]).unwrap();
+        // Time-major storage, or a strided time-major view of channel-major storage.
+        let view = x.permute::<axes![t, n, ch]>().unwrap();
+        let x = if time_major { view.contiguous().unwrap() } else { view };
+        let x = x.requires_grad();
+        let w = Tensor::<axes![o, ch, t]>::from_vec(wv.clone(), &[4, 3, 2]).unwrap().requires_grad();
+        let b = Tensor::<axes![o]>::from_vec(vec![0.5, -0.5, 1.0, 0.0], &[4]).unwrap().requires_grad();
+        let opts = Conv1dOptions { dilation: 2, padding: Padding::Causal };
+        let y: Tensor<axes![t, n, o]> = x.conv1d::<ch, t, o>(&w, Some(&b), opts).unwrap();
+        let loss = y.mul(&y).unwrap().sum::<axes![t, n, o]>().unwrap();
+        loss.backward(&ctx).unwrap();
+        let gx = x.grad().unwrap().permute::<axes![n, ch, t]>().unwrap().to_f32_vec();
+        (
+            y.permute::<axes![n, o, t]>().unwrap().to_f32_vec(),
+            gx,
+            w.grad().unwrap().to_f32_vec(),
+            b.grad().unwrap().to_f32_vec(),
+        )
+    };
+    let reference = {
+        let ctx = ExecContext::current();
+        let _scope = ctx.open_exec_scope();
+        let x = Tensor::<axes![n, ch, t]>::from_vec(xv.clone(), &[2, 3, 7]).unwrap().requires_grad();
+        let w = Tensor::<axes![o, ch, t]>::from_vec(wv.clone(), &[4, 3, 2]).unwrap().requires_grad();
+        let b = Tensor::<axes![o]>::from_vec(vec![0.5, -0.5, 1.0, 0.0], &[4]).unwrap().requires_grad();
+        let opts = Conv1dOptions { dilation: 2, padding: Padding::Causal };
+        let y: Tensor<axes![n, o, t]> = x.conv1d::<ch, t, o>(&w, Some(&b), opts).unwrap();
+        let loss = y.mul(&y).unwrap().sum::<axes![n, o, t]>().unwrap();
+        loss.backward(&ctx).unwrap();
+        (y.to_f32_vec(), x.grad().unwrap().to_f32_vec(), w.grad().unwrap().to_f32_vec(), b.grad().unwrap().to_f32_vec())
+    };
+    for time_major in [true, false] {
+        let got = run(time_major);
+        assert_eq!(got.0, reference.0, "output, time-major={time_major}");
+        for (what, a, b) in
+            [("input", &got.1, &reference.1), ("weight", &got.2, &reference.2), ("bias", &got.3, &reference.3)]
+        {
+            for (p, q) in a.iter().zip(b.iter()) {
+                assert!(
+                    (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
+                    "{what} gradient, time-major={time_major}: {p} vs {q}"
+                );
+            }
+        }
+    }
 }

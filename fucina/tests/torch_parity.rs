@@ -118,10 +118,16 @@ impl Case {
             }
             n if n.starts_with("conv1d") => {
                 let xc = self.t::<axes![batch, channel, time]>("x");
-                let w = self.t::<axes![out, channel, kernel]>("w");
+                let w = self.t::<axes![out, channel, time]>("w");
                 let bias = self.t::<axes![out]>("b");
                 let padding = if n == "conv1d_same" { Padding::Same } else { Padding::Causal };
-                let r = xc.conv1d(&w, Some(&bias), Conv1dOptions { dilation: self.u("dilation"), padding }).unwrap();
+                let r = xc
+                    .conv1d::<channel, time, out>(
+                        &w,
+                        Some(&bias),
+                        Conv1dOptions { dilation: self.u("dilation"), padding },
+                    )
+                    .unwrap();
                 red(r.to_f32_vec(), r.shape())
             }
             "gather_mid" => {

@@ -13,7 +13,7 @@ use fucina::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-axis!(pub h, pub qs, pub ks, pub d, pub ch, pub tm, pub oc, pub tap, pub v, pub e, pub s);
+axis!(pub h, pub qs, pub ks, pub d, pub ch, pub tm, pub oc, pub v, pub e, pub s);
 
 fn golden() -> Value {
     serde_json::from_str(include_str!("goldens/train.json")).unwrap()
@@ -95,9 +95,9 @@ fn run_graph(ctx: &ExecContext, g: &Value) -> (f32, BTreeMap<String, Vec<f32>>) 
         }
         "conv_bce" => {
             let (x, w, b) =
-                (leaf::<axes![batch, ch, tm]>(g, "x"), leaf::<axes![oc, ch, tap]>(g, "w"), leaf::<axes![oc]>(g, "b"));
+                (leaf::<axes![batch, ch, tm]>(g, "x"), leaf::<axes![oc, ch, tm]>(g, "w"), leaf::<axes![oc]>(g, "b"));
             let y = x
-                .conv1d(&w, Some(&b), Conv1dOptions { dilation: 2, padding: Padding::Causal })
+                .conv1d::<ch, tm, oc>(&w, Some(&b), Conv1dOptions { dilation: 2, padding: Padding::Causal })
                 .unwrap()
                 .tanh()
                 .unwrap()

@@ -18,14 +18,14 @@ axis!(pub prev, pub mid, pub bneck, pub hout, pub cond);
 /// One dilated layer.
 #[derive(Module)]
 pub struct Layer {
-    /// Dilated convolution `[mid, channel, kernel]`.
-    pub conv: Tensor<axes![mid, channel, kernel]>,
+    /// Dilated convolution `[mid, channel, time]`.
+    pub conv: Tensor<axes![mid, channel, time]>,
     /// Its bias.
     pub conv_bias: Tensor<axes![mid]>,
-    /// Condition mix `[mid, cond, kernel]` (1x1, no bias).
-    pub mixer: Tensor<axes![mid, cond, kernel]>,
-    /// 1x1 back to the residual `[channel, bneck, kernel]`.
-    pub out: Tensor<axes![channel, bneck, kernel]>,
+    /// Condition mix `[mid, cond, time]` (1x1, no bias).
+    pub mixer: Tensor<axes![mid, cond, time]>,
+    /// 1x1 back to the residual `[channel, bneck, time]`.
+    pub out: Tensor<axes![channel, bneck, time]>,
     /// Its bias.
     pub out_bias: Tensor<axes![channel]>,
     /// Dilation.
@@ -42,12 +42,12 @@ pub struct Layer {
 /// One layer array.
 #[derive(Module)]
 pub struct Array {
-    /// Rechannel `[channel, prev, kernel]` (1x1, no bias).
-    pub rechannel: Tensor<axes![channel, prev, kernel]>,
+    /// Rechannel `[channel, prev, time]` (1x1, no bias).
+    pub rechannel: Tensor<axes![channel, prev, time]>,
     /// The layers.
     pub layers: Vec<Layer>,
-    /// Head rechannel `[hout, bneck, kernel]`.
-    pub head: Tensor<axes![hout, bneck, kernel]>,
+    /// Head rechannel `[hout, bneck, time]`.
+    pub head: Tensor<axes![hout, bneck, time]>,
     /// Its bias, if any.
     pub head_bias: Option<Tensor<axes![hout]>>,
     /// Bottleneck width (post-activation channels).
@@ -168,12 +168,14 @@ impl WaveNet {
         for (ai, a) in self.arrays.iter().enumerate() {
             let cfg: &ArrayConfig = &self.config.layers[ai];
             let head_len = input.size::<time>() - (cfg.lookback() - (cfg.head_kernel - 1));
-            let mut r: Tensor<axes![batch, channel, time]> = input.conv1d(&a.rechannel, None, valid(1))?;
+            let mut r: Tensor<axes![batch, channel, time]> =
+                input.conv1d::<prev, time, channel>(&a.rechannel, None, valid(1))?;
             let mut head: Option<Tensor<axes![batch, bneck, time]>> = head_in.take();
             for l in &a.layers {
-                let z: Tensor<axes![batch, mid, time]> = r.conv1d(&l.conv, Some(&l.conv_bias), valid(l.dilation))?;
+                let z: Tensor<axes![batch, mid, time]> =
+                    r.conv1d::<channel, time, mid>(&l.conv, Some(&l.conv_bias), valid(l.dilation))?;
                 let len = z.size::<time>();
-                let mix: Tensor<axes![batch, mid, time]> = cond.conv1d(&l.mixer, None, valid(1))?;
+                let mix: Tensor<axes![batch, mid, time]> = cond.conv1d::<cond, time, mid>(&l.mixer, None, valid(1))?;
                 let z = z.add(&tail(&mix, len)?)?;
                 let post: Tensor<axes![batch, bneck, time]> = match l.gate {
                     None => activate(&z, l.activation)?.rename::<mid, bneck>()?,
@@ -183,7 +185,8 @@ impl WaveNet {
                         p.mul(&s)?.rename::<mid, bneck>()?
                     }
                 };
-                let out: Tensor<axes![batch, channel, time]> = post.conv1d(&l.out, Some(&l.out_bias), valid(1))?;
+                let out: Tensor<axes![batch, channel, time]> =
+                    post.conv1d::<bneck, time, channel>(&l.out, Some(&l.out_bias), valid(1))?;
                 r = tail(&r, len)?.add(&out)?;
                 let term = tail(&post, head_len)?;
                 head = Some(match head {
@@ -193,7 +196,8 @@ impl WaveNet {
             }
             let h =
                 head.ok_or_else(|| FucinaError::Format { format: "nam", msg: "a layer array without layers".into() })?;
-            let ho: Tensor<axes![batch, hout, time]> = h.conv1d(&a.head, a.head_bias.as_ref(), valid(1))?;
+            let ho: Tensor<axes![batch, hout, time]> =
+                h.conv1d::<bneck, time, hout>(&a.head, a.head_bias.as_ref(), valid(1))?;
             let out_len = ho.size::<time>();
             input = tail(&r, out_len)?.rename::<channel, prev>()?;
             head_in = Some(ho.rename::<hout, bneck>()?);

@@ -1,10 +1,10 @@
-//! `Conv2d`: a 2-D convolution layer over named channel and spatial axes.
+//! Convolution layers over named channel and spatial axes: `Conv1d` and `Conv2d`.
 
 use super::init::Init;
 use super::linear::Bias;
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
-use crate::ops::Conv2dOptions;
+use crate::ops::{Conv1dOptions, Conv2dOptions};
 use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes};
 use crate::tensor::Tensor;
 use crate::Module;
@@ -73,5 +73,67 @@ impl<O: Axis + Send + Sync, C: Axis + Send + Sync, H: Axis + Send + Sync, W: Axi
         (O, C, H, W): Axes,
     {
         x.conv2d::<C, H, W, O>(&self.weight, self.bias.as_ref(), self.options)
+    }
+}
+
+/// PyTorch's `nn.Conv1d` (stride 1, one group) over channel axis `C` along axis `T`,
+/// producing channel axis `O` (see [`Tensor::conv1d`]): weight `[O, C, k]`, optional bias
+/// `[O]`; the padding may also be causal.
+///
+/// ```
+/// use fucina::prelude::*;
+/// use fucina::nn::{Bias, Conv1d};
+/// use fucina::ops::{Conv1dOptions, Padding};
+/// let ctx = ExecContext::new(ExecConfig { seed: 3, ..ExecConfig::default() })?;
+/// let opts = Conv1dOptions { dilation: 2, padding: Padding::Causal };
+/// let conv = Conv1d::<out, channel, time>::init(&ctx, 4, 6, 3, opts, Bias::With)?;
+/// let x = Tensor::<axes![batch, time, channel]>::ones(&[2, 10, 4])?; // time-major is fine
+/// let y: Tensor<axes![batch, time, out]> = conv.forward(&x)?;
+/// assert_eq!(y.shape(), &[2, 10, 6]);
+/// # Ok::<(), fucina::FucinaError>(())
+/// ```
+#[derive(Module, Debug, Clone)]
+pub struct Conv1d<O: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> {
+    /// `[O, C, k]`.
+    pub weight: Tensor<(O, C, T)>,
+    /// `[O]`, if any.
+    pub bias: Option<Tensor<(O,)>>,
+    /// Dilation and padding.
+    #[module(skip)]
+    pub options: Conv1dOptions,
+}
+
+impl<O: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Conv1d<O, C, T> {
+    /// A new layer initialized as PyTorch's `nn.Conv1d`: weight and bias uniform in
+    /// `±1/sqrt(fan_in)`, `fan_in = in_channels * kernel`.
+    pub fn init(
+        ctx: &ExecContext,
+        in_channels: usize,
+        out_channels: usize,
+        kernel: usize,
+        options: Conv1dOptions,
+        bias: Bias,
+    ) -> Result<Conv1d<O, C, T>> {
+        if kernel == 0 {
+            return Err(FucinaError::InvalidArgument { op: "Conv1d", msg: "the kernel size must be positive".into() });
+        }
+        let weight = Init::TORCH_LINEAR.tensor(ctx, &[out_channels, in_channels, kernel])?;
+        let fan_in = in_channels.saturating_mul(kernel);
+        let bias = match bias {
+            Bias::With if fan_in > 0 => {
+                Some(Init::Uniform { bound: 1.0 / (fan_in as f32).sqrt() }.tensor(ctx, &[out_channels])?)
+            }
+            Bias::With | Bias::Without => None,
+        };
+        Ok(Conv1d { weight, bias, options })
+    }
+
+    /// Convolves `x` (any layout naming `C` and `T`; other axes are batch axes).
+    pub fn forward<A>(&self, x: &Tensor<A>) -> Result<Tensor<<A as CanRename<C, O>>::Out>>
+    where
+        A: HasAxes<(C, T)> + CanRename<C, O>,
+        (O, C, T): Axes,
+    {
+        x.conv1d::<C, T, O>(&self.weight, self.bias.as_ref(), self.options)
     }
 }

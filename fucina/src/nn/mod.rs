@@ -16,7 +16,7 @@ mod norm;
 
 pub use attention::MultiHeadAttention;
 pub use batch_norm::BatchNorm;
-pub use conv::Conv2d;
+pub use conv::{Conv1d, Conv2d};
 pub use dropout::{Dropout, Mode};
 pub use embedding::Embedding;
 pub use init::{fans, Init};

@@ -54,7 +54,11 @@ fn invalid(op: &'static str, msg: String) -> FucinaError {
 
 /// The permutation putting `trailing` last (in that order) after the other axes, the
 /// product of the others, and the sizes of `trailing`.
-fn layout_for(names: &[&'static str], shape: &[usize], trailing: &[&'static str]) -> (Vec<usize>, usize, Vec<usize>) {
+pub(super) fn layout_for(
+    names: &[&'static str],
+    shape: &[usize],
+    trailing: &[&'static str],
+) -> (Vec<usize>, usize, Vec<usize>) {
     let order: Vec<&'static str> =
         names.iter().copied().filter(|n| !trailing.contains(n)).chain(trailing.iter().copied()).collect();
     let perm = perm_to(names, &order);
