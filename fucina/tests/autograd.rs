@@ -1,5 +1,8 @@
 //! Autograd semantics: scopes, accumulation, zero_grad, no_grad, detach, release, concurrency.
 
+mod common;
+
+use common::assert_close;
 use fucina::autograd::no_grad;
 use fucina::prelude::*;
 
@@ -141,4 +144,54 @@ fn cast_passes_the_gradient_through_in_the_input_dtype() {
     let g = x.grad().unwrap();
     assert_eq!(g.dtype(), DType::F32);
     assert_eq!(g.to_f32_vec(), vec![1.0, -2.0, 0.5]);
+}
+
+/// Activation checkpointing gives the gradients of the plain graph (parameters inside the
+/// segment, the input, parameters after it), replays dropout's masks, records one node for
+/// the segment, and still reaches the parameters when the segment's input is untracked.
+#[test]
+fn checkpointed_segments_give_the_plain_gradients() {
+    use fucina::autograd::checkpoint;
+    use fucina::nn::{Dropout, Mode};
+    axis!(pub ck_in, pub ck_h);
+    for backend in [BackendKind::Scalar, BackendKind::Native] {
+        let ctx = ExecContext::new(ExecConfig { seed: 4, backend, ..ExecConfig::default() }).unwrap();
+        let _g = ctx.enter();
+        let w1: Tensor<axes![ck_h, ck_in]> = ctx.randn(&[6, 5], 0.0, 0.5).unwrap().requires_grad();
+        let w2: Tensor<axes![ck_h]> = ctx.randn(&[6], 0.0, 0.5).unwrap().requires_grad();
+        let xv: Tensor<axes![batch, ck_in]> = ctx.randn(&[3, 5], 0.0, 1.0).unwrap();
+        let segment = {
+            let (w1, drop) = (w1.clone(), Dropout::new(0.3).unwrap());
+            move |x: &Tensor<axes![batch, ck_in]>| -> Result<Tensor<axes![batch, ck_h]>> {
+                drop.forward(&einsum!(x, w1; ck_in ->)?.gelu()?, Mode::Train)?.tanh()
+            }
+        };
+        for tracked_input in [true, false] {
+            let run = |checkpointed: bool| {
+                for p in [w1.raw(), w2.raw()] {
+                    fucina::autograd::zero_grad_of(p);
+                }
+                let x = if tracked_input { xv.clone().requires_grad() } else { xv.clone() };
+                ctx.set_rng_counter(100);
+                let scope = ctx.open_exec_scope();
+                let h = if checkpointed { checkpoint(&x, segment.clone()).unwrap() } else { segment(&x).unwrap() };
+                let nodes = scope.recorded();
+                let loss = h.mul(&w2).unwrap().powf(2.0).unwrap().sum::<axes![batch, ck_h]>().unwrap();
+                loss.backward(&ctx).unwrap();
+                let gx = x.grad().map(|g| g.to_f32_vec());
+                (nodes, w1.grad().unwrap().to_f32_vec(), w2.grad().unwrap().to_f32_vec(), gx, ctx.rng_counter())
+            };
+            let (plain, ckpt) = (run(false), run(true));
+            assert_eq!(ckpt.0, 1, "{backend:?}: the segment is one node");
+            assert!(plain.0 > 3, "{backend:?}: the plain segment records its ops");
+            assert_close(&format!("{backend:?} w1"), &ckpt.1, &plain.1, 1e-6, 1e-5);
+            assert_close(&format!("{backend:?} w2"), &ckpt.2, &plain.2, 1e-6, 1e-5);
+            match (&ckpt.3, &plain.3) {
+                (Some(a), Some(b)) => assert_close(&format!("{backend:?} x"), a, b, 1e-6, 1e-5),
+                (None, None) => assert!(!tracked_input),
+                _ => panic!("{backend:?}: the input's gradient differs in presence"),
+            }
+            assert_eq!(ckpt.4, plain.4, "{backend:?}: backward leaves the RNG where forward left it");
+        }
+    }
 }

@@ -8,11 +8,13 @@
 //! worker pool, concurrently across independent branches. Dropping the scope releases
 //! the step's graph at once; parameters (leaves) keep their accumulated gradients.
 
+mod checkpoint;
 mod engine;
 mod gradcheck;
 mod node;
 mod scope;
 
+pub use checkpoint::checkpoint;
 pub use gradcheck::{gradcheck, GradcheckReport};
 pub use scope::{no_grad, ExecScope};
 
