@@ -1,6 +1,6 @@
 //! The two-spirals problem: data, a small MLP in the DSL, a training loop, accuracy.
 
-use fucina::nn::cross_entropy;
+use fucina::nn::{cross_entropy, Linear};
 use fucina::optim::Optimizer;
 use fucina::prelude::*;
 use fucina::rng::{box_muller, Philox};
@@ -48,42 +48,42 @@ impl Spirals {
     }
 }
 
-/// A 2 -> h -> h -> 2 tanh MLP.
+/// A 2 -> h -> h -> 2 tanh MLP of `nn::Linear` layers.
 #[derive(Module, Clone)]
 pub struct SpiralNet {
     /// Layer 1.
-    pub w1: Tensor<axes![h1, in]>,
-    /// Bias 1.
-    pub b1: Tensor<axes![h1]>,
+    pub fc1: Linear<h1, r#in>,
     /// Layer 2.
-    pub w2: Tensor<axes![h2, h1]>,
-    /// Bias 2.
-    pub b2: Tensor<axes![h2]>,
+    pub fc2: Linear<h2, h1>,
     /// Output layer.
-    pub w3: Tensor<axes![class, h2]>,
-    /// Output bias.
-    pub b3: Tensor<axes![class]>,
+    pub fc3: Linear<class, h2>,
 }
 
 impl SpiralNet {
-    /// Random init from the context's RNG (std `1/sqrt(fan_in)`, zero biases).
+    /// Random init from the context's RNG (std `1/sqrt(fan_in)`, the first layer's doubled;
+    /// zero biases).
     pub fn new(ctx: &ExecContext, hidden: usize) -> Result<SpiralNet> {
+        fn layer<O: fucina::tensor::axes::Axis + Send + Sync, I: fucina::tensor::axes::Axis + Send + Sync>(
+            ctx: &ExecContext,
+            rows: usize,
+            cols: usize,
+            std: f32,
+        ) -> Result<Linear<O, I>> {
+            Ok(Linear::new(ctx.randn(&[rows, cols], 0.0, std)?, Some(Tensor::zeros(&[rows])?)))
+        }
         let s = |fan: usize| 1.0 / (fan as f32).sqrt();
         Ok(SpiralNet {
-            w1: ctx.randn(&[hidden, 2], 0.0, 2.0 * s(2))?,
-            b1: Tensor::zeros(&[hidden])?,
-            w2: ctx.randn(&[hidden, hidden], 0.0, s(hidden))?,
-            b2: Tensor::zeros(&[hidden])?,
-            w3: ctx.randn(&[2, hidden], 0.0, s(hidden))?,
-            b3: Tensor::zeros(&[2])?,
+            fc1: layer(ctx, hidden, 2, 2.0 * s(2))?,
+            fc2: layer(ctx, hidden, hidden, s(hidden))?,
+            fc3: layer(ctx, 2, hidden, s(hidden))?,
         })
     }
 
     /// Class logits of a batch.
     pub fn forward(&self, x: &Tensor<axes![batch, in]>) -> Result<Tensor<axes![batch, class]>> {
-        let a1 = einsum!(x, self.w1; in ->)?.add(&self.b1)?.tanh()?;
-        let a2 = a1.dot::<h1, _>(&self.w2)?.add(&self.b2)?.tanh()?;
-        a2.dot::<h2, _>(&self.w3)?.add(&self.b3)
+        let a1 = self.fc1.forward(x)?.tanh()?;
+        let a2 = self.fc2.forward(&a1)?.tanh()?;
+        self.fc3.forward(&a2)
     }
 
     /// Mean cross-entropy on the points `ids` of `data` (a differentiable loss).
@@ -100,9 +100,10 @@ impl SpiralNet {
     /// Fraction of `data` classified correctly.
     pub fn accuracy(&self, data: &Spirals) -> Result<f32> {
         let x = data.x.rename::<point, batch>()?;
-        let logits = fucina::autograd::no_grad(|| self.forward(&x))?.to_f32_vec();
-        let right = logits.chunks(2).zip(&data.y).filter(|(l, y)| ((l[1] > l[0]) as u32) == **y).count();
-        Ok(right as f32 / data.len() as f32)
+        let guess = fucina::autograd::no_grad(|| self.forward(&x))?.argmax::<class>()?;
+        let labels = Tensor::<axes![batch]>::from_vec(data.y.clone(), &[data.len()])?;
+        let hits = guess.cast(DType::F32)?.eq(&labels.cast(DType::F32)?)?;
+        hits.mean::<axes![batch]>()?.item()
     }
 }
 
