@@ -9,6 +9,22 @@ use crate::tensor::axes::{Axes, Axis, CanRename, HasAxes};
 use crate::tensor::Tensor;
 use crate::Module;
 
+/// PyTorch's convolution bias: uniform in `±1/sqrt(fan_in)` (none when asked for none or
+/// when `fan_in` is 0, as PyTorch skips it).
+fn torch_bias<O: Axis + Send + Sync>(
+    ctx: &ExecContext,
+    fan_in: usize,
+    out_channels: usize,
+    bias: Bias,
+) -> Result<Option<Tensor<(O,)>>> {
+    match bias {
+        Bias::With if fan_in > 0 => {
+            Ok(Some(Init::Uniform { bound: 1.0 / (fan_in as f32).sqrt() }.tensor(ctx, &[out_channels])?))
+        }
+        Bias::With | Bias::Without => Ok(None),
+    }
+}
+
 /// PyTorch's `nn.Conv2d` over channel axis `C` and spatial axes `H`, `W`, producing channel
 /// axis `O` (see [`Tensor::conv2d`]): weight `[O, C / groups, kh, kw]`, optional bias `[O]`.
 ///
@@ -56,13 +72,7 @@ impl<O: Axis + Send + Sync, C: Axis + Send + Sync, H: Axis + Send + Sync, W: Axi
         }
         let shape = [out_channels, in_channels / g, kernel[0], kernel[1]];
         let weight = Init::TORCH_LINEAR.tensor(ctx, &shape)?;
-        let fan_in = (in_channels / g) * kernel[0] * kernel[1];
-        let bias = match bias {
-            Bias::With if fan_in > 0 => {
-                Some(Init::Uniform { bound: 1.0 / (fan_in as f32).sqrt() }.tensor(ctx, &[out_channels])?)
-            }
-            Bias::With | Bias::Without => None,
-        };
+        let bias = torch_bias(ctx, (in_channels / g) * kernel[0] * kernel[1], out_channels, bias)?;
         Ok(Conv2d { weight, bias, options })
     }
 
@@ -118,13 +128,7 @@ impl<O: Axis + Send + Sync, C: Axis + Send + Sync, T: Axis + Send + Sync> Conv1d
             return Err(FucinaError::InvalidArgument { op: "Conv1d", msg: "the kernel size must be positive".into() });
         }
         let weight = Init::TORCH_LINEAR.tensor(ctx, &[out_channels, in_channels, kernel])?;
-        let fan_in = in_channels.saturating_mul(kernel);
-        let bias = match bias {
-            Bias::With if fan_in > 0 => {
-                Some(Init::Uniform { bound: 1.0 / (fan_in as f32).sqrt() }.tensor(ctx, &[out_channels])?)
-            }
-            Bias::With | Bias::Without => None,
-        };
+        let bias = torch_bias(ctx, in_channels.saturating_mul(kernel), out_channels, bias)?;
         Ok(Conv1d { weight, bias, options })
     }
 

@@ -1,6 +1,6 @@
 //! 1-D convolution (dilated, causal or padded) over named axes.
 
-use super::conv2d::layout_for;
+use super::conv2d::{checked_len, layout_for};
 use super::{contiguous_f32, finish, unpermute};
 use crate::backend::Conv1d;
 use crate::error::{FucinaError, Result};
@@ -108,10 +108,7 @@ impl<A: Axes> Tensor<A> {
         }
         let p = Conv1d { batch, cin, cout, t_in, k, dilation: opts.dilation, pad_left, pad_right };
         let t_out = p.t_out();
-        let n_out = [batch, cout, t_out]
-            .iter()
-            .try_fold(1usize, |a, b| a.checked_mul(*b))
-            .ok_or_else(|| FucinaError::InvalidArgument { op: OP, msg: "output size overflows".into() })?;
+        let n_out = checked_len(&[batch, cout, t_out], OP)?;
         let view = self.raw().with_layout(self.raw().layout().permuted(&perm))?;
         let x = contiguous_f32(&ctx, &view, OP)?;
         let w = contiguous_f32(&ctx, weight.raw(), OP)?;

@@ -68,7 +68,7 @@ pub(super) fn layout_for(
     (perm, batch, sizes)
 }
 
-fn checked_len(dims: &[usize], op: &'static str) -> Result<usize> {
+pub(super) fn checked_len(dims: &[usize], op: &'static str) -> Result<usize> {
     dims.iter().try_fold(1usize, |a, b| a.checked_mul(*b)).ok_or_else(|| invalid(op, format!("{dims:?} is too large")))
 }
 
