@@ -49,21 +49,8 @@ pub fn dot_float_scalar(fmt: FloatRow, w: &[u8], a: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::FloatRow;
+    use crate::backend::x86::hsum256;
     use std::arch::x86_64::*;
-
-    #[inline(always)]
-    unsafe fn hsum(v: __m256) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            let lo = _mm256_castps256_ps128(v);
-            let hi = _mm256_extractf128_ps(v, 1);
-            let s = _mm_add_ps(lo, hi);
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-            _mm_cvtss_f32(s)
-        }
-    }
 
     /// Eight weights starting at value `i`, widened to f32.
     #[inline(always)]
@@ -170,7 +157,7 @@ mod avx2 {
             }
             let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
             // SAFETY: AVX is enabled for this function.
-            let mut total = { hsum(s) };
+            let mut total = { hsum256(s) };
             for (k, x) in a.iter().enumerate().skip(i) {
                 total += fmt.get(w, k) * x;
             }

@@ -16,6 +16,8 @@ pub mod rank;
 pub mod rowdot;
 pub mod scalar;
 pub mod weights;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use conv2d::{Conv2d, Pool2d, PoolOp};
 pub use interleave::Interleaved;

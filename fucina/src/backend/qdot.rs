@@ -57,6 +57,7 @@ pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Q4_0_BYTES, Q8_0_BYTES};
+    use crate::backend::x86::hsum256;
     use std::arch::x86_64::*;
 
     /// Sum of the 32 products of signed bytes `x * y`, as 8 i32 lanes.
@@ -80,20 +81,6 @@ mod avx2 {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)) }
-    }
-
-    #[inline(always)]
-    unsafe fn hsum(v: __m256) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            let lo = _mm256_castps256_ps128(v);
-            let hi = _mm256_extractf128_ps(v, 1);
-            let s = _mm_add_ps(lo, hi);
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-            _mm_cvtss_f32(s)
-        }
     }
 
     /// An f16 scale converted with F16C.
@@ -159,7 +146,7 @@ mod avx2 {
             for (t, i) in (b..nb).enumerate() {
                 block(i * Q8_0_BYTES, &mut acc[t]);
             }
-            hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])))
+            hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])))
         }
     }
 
@@ -208,7 +195,7 @@ mod avx2 {
                 }
             }
             // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|r| hsum(acc[r]))
+            std::array::from_fn(|r| hsum256(acc[r]))
         }
     }
 
@@ -252,7 +239,7 @@ mod avx2 {
                 }
             }
             // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|h| std::array::from_fn(|r| hsum(acc[h][r])))
+            std::array::from_fn(|h| std::array::from_fn(|r| hsum256(acc[h][r])))
         }
     }
 
@@ -323,7 +310,7 @@ mod avx2 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
         }
         // SAFETY: AVX is enabled for this function.
-        unsafe { hsum(acc) }
+        unsafe { hsum256(acc) }
     }
 }
 

@@ -215,6 +215,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, KFormat, Q8_K_BYTES};
+    use crate::backend::x86::hsum256;
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -245,18 +246,6 @@ mod avx2 {
         unsafe {
             let bits = u16::from_le_bytes([b[at], b[at + 1]]);
             _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-        }
-    }
-
-    /// Horizontal sum of eight f32 lanes.
-    #[inline(always)]
-    unsafe fn hsum_ps(v: __m256) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
         }
     }
 
@@ -370,7 +359,7 @@ mod avx2 {
             std::array::from_fn(|r| {
                 let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
                 let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-                hsum_ps(acc[r]) - _mm_cvtss_f32(m)
+                hsum256(acc[r]) - _mm_cvtss_f32(m)
             })
         }
     }
@@ -490,7 +479,7 @@ mod avx2 {
                 }
             }
             // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|r| hsum_ps(acc[r]))
+            std::array::from_fn(|r| hsum256(acc[r]))
         }
     }
 
@@ -563,7 +552,7 @@ mod avx2 {
             acc = _mm256_sub_ps(acc, _mm256_setr_ps(dmin * da * msum as f32, 0., 0., 0., 0., 0., 0., 0.));
         }
         // SAFETY: AVX is enabled for this function.
-        unsafe { hsum_ps(acc) }
+        unsafe { hsum256(acc) }
     }
 }
 
