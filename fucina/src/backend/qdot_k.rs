@@ -215,7 +215,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, KFormat, Q8_K_BYTES};
-    use crate::backend::x86::hsum256;
+    use crate::backend::x86::{hsum128, hsum256};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -356,11 +356,7 @@ mod avx2 {
                     acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
                 }
             }
-            std::array::from_fn(|r| {
-                let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
-                let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-                hsum256(acc[r]) - _mm_cvtss_f32(m)
-            })
+            std::array::from_fn(|r| hsum256(acc[r]) - hsum128(acc_m[r]))
         }
     }
 

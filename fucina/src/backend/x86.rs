@@ -2,17 +2,26 @@
 
 use std::arch::x86_64::*;
 
-/// Horizontal sum of eight f32 lanes: the two halves added, then the pairs, then the last
-/// two lanes (the same order in every kernel that uses it).
+/// Horizontal sum of eight f32 lanes: the two halves added, then [`hsum128`] (the same
+/// order in every kernel that uses it).
 ///
 /// # Safety
 /// The CPU has AVX (the callers run under their AVX2 `target_feature`).
 #[inline(always)]
 pub(crate) unsafe fn hsum256(v: __m256) -> f32 {
     // SAFETY: register-only intrinsics; AVX is present per this fn's contract.
+    unsafe { hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))) }
+}
+
+/// Horizontal sum of four f32 lanes: the pairs added (lanes 0+2, 1+3), then those two.
+///
+/// # Safety
+/// The CPU has SSE3 (implied by the AVX2 the callers run under).
+#[inline(always)]
+pub(crate) unsafe fn hsum128(v: __m128) -> f32 {
+    // SAFETY: register-only intrinsics; SSE3 is present per this fn's contract.
     unsafe {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
         _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
     }
 }

@@ -10,6 +10,7 @@
 //! accumulation across super-blocks (16 lanes here, 8 in AVX2) rounds differently.
 
 use super::{q8k_d, Q8_K_BYTES};
+use crate::backend::x86::hsum128;
 use std::arch::x86_64::*;
 
 /// 32 bytes at the start of `p`, unaligned.
@@ -103,11 +104,7 @@ unsafe fn dot_q4k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
                 }
             }
         }
-        std::array::from_fn(|r| {
-            let m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
-            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m)
-        })
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) - hsum128(acc_m[r]))
     }
 }
 
