@@ -5,6 +5,7 @@
 //! suite holds native to scalar. Kernels get validated sizes from the exec layer.
 
 pub mod conv2d;
+pub mod delta;
 pub mod fdot;
 #[cfg(feature = "nam")]
 pub mod frames;
@@ -697,6 +698,28 @@ pub trait Kernels: Send + Sync + 'static {
     /// Backward of average pooling ([`conv2d::avg_pool2d_backward_spec`]).
     fn avg_pool2d_backward(&self, p: &Pool2d, g: &[f32], dx: &mut [f32]) {
         conv2d::avg_pool2d_backward_spec(p, g, dx)
+    }
+    /// The gated delta rule over `p.s` positions from `state` (updated): the output `[s, vh,
+    /// dv]`, in the given form; [`delta::gated_delta_rule_spec`] is the specification.
+    #[allow(clippy::too_many_arguments)]
+    fn gated_delta_rule(
+        &self,
+        p: &delta::DeltaRule,
+        form: delta::DeltaForm,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        g: &[f32],
+        beta: &[f32],
+        state: &mut [f32],
+        out: &mut [f32],
+    ) {
+        delta::gated_delta_rule_spec(p, form, q, k, v, g, beta, state, out)
+    }
+    /// A causal depthwise convolution that continues from `state` (updated);
+    /// [`delta::causal_conv1d_spec`] is the specification.
+    fn causal_conv1d(&self, p: &delta::CausalConv, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
+        delta::causal_conv1d_spec(p, x, w, state, out)
     }
     /// Fills `out` with [`random_value`]s (`out[i]` is element `i`), in any order.
     fn fill_random(&self, rng: &crate::rng::Philox, base: u64, dist: Distribution, out: &mut [f32]) {

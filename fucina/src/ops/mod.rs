@@ -14,6 +14,7 @@ mod index;
 mod matmul;
 mod order;
 mod random;
+mod recurrent;
 mod reduce;
 mod rope;
 mod shape;
@@ -26,6 +27,7 @@ pub use batch_norm::{BatchStats, Moments};
 pub use conv::{Conv1dOptions, Padding};
 pub use conv2d::{Conv2dOptions, PoolOptions};
 pub use grad::add_same;
+pub use recurrent::{causal_conv1d, gated_delta_rule, ConvState, DeltaForm, DeltaOptions, DeltaState, HeadMap};
 pub use rope::RopeStyle;
 pub use surgery::{MergedAxes, SplitAxes};
 

@@ -5,6 +5,7 @@
 mod attention;
 mod conv2d;
 mod decode_bf16;
+mod delta;
 pub use decode_bf16::{decode_row_bf16, BlockRow};
 mod elementwise;
 #[cfg(feature = "nam")]
@@ -249,6 +250,25 @@ impl Kernels for Native {
 
     fn topk(&self, x: &[f32], outer: usize, len: usize, inner: usize, k: usize, vals: &mut [f32], idx: &mut [u32]) {
         rank::topk(x, outer, len, inner, k, vals, idx)
+    }
+
+    fn gated_delta_rule(
+        &self,
+        p: &super::delta::DeltaRule,
+        form: super::delta::DeltaForm,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        g: &[f32],
+        beta: &[f32],
+        state: &mut [f32],
+        out: &mut [f32],
+    ) {
+        delta::gated_delta_rule(p, form, q, k, v, g, beta, state, out)
+    }
+
+    fn causal_conv1d(&self, p: &super::delta::CausalConv, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
+        delta::causal_conv1d(p, x, w, state, out)
     }
 
     fn cumsum(&self, dir: super::Scan, x: &[f32], outer: usize, len: usize, inner: usize, out: &mut [f32]) {
