@@ -34,9 +34,10 @@ CORPUS += [
     "I'm sure it's fine, they'll see what we've done, you'd agree, she's RIGHT. DON'T SHOUT.",
 ] * 20
 
-def train_tokenizer(pattern=QWEN2_PATTERN, nfc=True, specials=SPECIALS):
+def train_tokenizer(pattern=QWEN2_PATTERN, nfc=True, specials=SPECIALS, extra=()):
     """Qwen2's set-up by default; other split patterns, no normalizer, other specials for
-    the other families' tiny vocabularies (tools/gen_llama_family_tiny.py)."""
+    the other families' tiny vocabularies (tools/gen_llama_family_tiny.py); `extra` texts
+    join the training corpus."""
     tok = Tokenizer(models.BPE())
     if nfc:
         tok.normalizer = normalizers.NFC()
@@ -47,6 +48,6 @@ def train_tokenizer(pattern=QWEN2_PATTERN, nfc=True, specials=SPECIALS):
     tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=[], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer=trainer)
+    tok.train_from_iterator(list(CORPUS) + list(extra), trainer=trainer)
     tok.add_special_tokens(specials)
     return tok

@@ -11,7 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
-pub const ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
+pub const ARCHITECTURES: &[&str] =
+    &["qwen3", "qwen3moe", "qwen35", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {
@@ -70,8 +71,15 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
         let shared = if m.shared > 0 { format!(" + {} shared", m.shared) } else { String::new() };
         format!(", {} of {} experts{shared} ({:?} routing)", m.routing.used, m.experts, m.routing.gating)
     });
+    let deltanet = c.deltanet.as_ref().map_or(String::new(), |d| {
+        let n = d.recurrent.iter().filter(|&&r| r).count();
+        format!(
+            ", {n} Gated DeltaNet layers ({}/{} heads of {}/{}, {}-tap conv)",
+            d.k_heads, d.v_heads, d.head_k, d.head_v, d.conv_kernel
+        )
+    });
     let summary = format!(
-        "{}, {} layers, hidden {}, {}/{} heads{experts}, vocab {}{}",
+        "{}, {} layers, hidden {}, {}/{} heads{experts}{deltanet}, vocab {}{}",
         file.arch,
         c.layers,
         c.hidden,

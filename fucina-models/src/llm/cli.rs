@@ -435,7 +435,8 @@ pub fn run(model: &dyn CausalLm, header: &GgufHeader, args: &LmArgs) -> Result<(
         }
         constrain(&mut sampler)?;
         let common = fed.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
-        cache.truncate(common);
+        // A recurrent cache keeps no prefix: then everything is fed again.
+        let common = cache.truncate(common);
         fed.truncate(common);
         // The reused turns are history for the penalties and the drafts.
         opts.context.clone_from(&fed);

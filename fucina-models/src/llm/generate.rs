@@ -417,7 +417,8 @@ impl Decoding {
         // The last emitted token is not in the cache yet: feed it, with the drafts after it.
         let last = *self.history.last().unwrap_or(&0);
         let room = (cache.capacity() - cache.len() - 1).min(self.max_tokens - self.out.len());
-        let mut drafts = if self.speculate > 0 && alone && self.gate.open() {
+        // A cache that cannot go back (recurrent states) cannot drop rejected drafts.
+        let mut drafts = if self.speculate > 0 && alone && cache.rewinds() && self.gate.open() {
             ngram_draft(&self.history, self.gate.draft_len(self.speculate).min(room))
         } else {
             Vec::new()

@@ -2,7 +2,7 @@
 //! for keys and one for values, in f32, f16 or Q8_0 blocks. Appending writes in place
 //! (quantizing for Q8_0); attention ([`KvCache::attend`]) reads the filled prefix in place.
 
-use fucina::ops::{attention, attention_q8_0, Mask, Q8Rows};
+use fucina::ops::{attention, attention_q8_0, ConvState, DeltaState, Mask, Q8Rows};
 use fucina::prelude::*;
 use fucina::quant::{quantize_q8_0, GgmlType};
 use fucina::storage::{alloc, Buffer, Storage};
@@ -93,6 +93,8 @@ pub struct KvCache {
     value_dim: usize,
     len: usize,
     kind: KvType,
+    /// The carried states of recurrent layers (Qwen3.5's Gated DeltaNet), one per such layer.
+    recurrent: Vec<(ConvState, DeltaState)>,
 }
 
 impl KvCache {
@@ -144,6 +146,7 @@ impl KvCache {
             value_dim,
             len: 0,
             kind,
+            recurrent: Vec::new(),
         })
     }
 
@@ -167,14 +170,49 @@ impl KvCache {
         self.kind
     }
 
-    /// Forgets every position (the memory is kept).
-    pub fn clear(&mut self) {
-        self.len = 0;
+    /// Adds the carried states of a model's recurrent layers (a convolution and a delta-rule
+    /// state each); the cache then holds a whole sequence's state, not only its keys and
+    /// values, and cannot go back to an earlier position ([`KvCache::rewinds`]).
+    #[must_use]
+    pub fn with_recurrent(mut self, states: Vec<(ConvState, DeltaState)>) -> KvCache {
+        self.recurrent = states;
+        self
     }
 
-    /// Drops positions from `len` on (e.g. to reuse a shared prompt prefix).
-    pub fn truncate(&mut self, len: usize) {
+    /// Whether [`KvCache::truncate`] can keep a prefix: false when the cache carries
+    /// recurrent states, which hold no earlier position.
+    pub fn rewinds(&self) -> bool {
+        self.recurrent.is_empty()
+    }
+
+    /// The carried states of recurrent layer `i` (in the model's order of such layers).
+    pub fn recurrent_mut(&mut self, i: usize) -> Result<(&mut ConvState, &mut DeltaState)> {
+        let n = self.recurrent.len();
+        self.recurrent.get_mut(i).map(|(c, d)| (c, d)).ok_or_else(|| FucinaError::InvalidArgument {
+            op: "KvCache",
+            msg: format!("recurrent layer {i} of a cache holding {n}"),
+        })
+    }
+
+    /// Forgets every position (the memory is kept; recurrent states return to zero).
+    pub fn clear(&mut self) {
+        self.len = 0;
+        for (c, d) in &mut self.recurrent {
+            c.reset();
+            d.reset();
+        }
+    }
+
+    /// Drops positions from `len` on (e.g. to reuse a shared prompt prefix) and returns how
+    /// many it keeps: `len` (or fewer, if fewer are filled) — or 0 when the cache carries
+    /// recurrent states and `len` is short of its length, since those states cannot go back
+    /// (the cache is cleared and the caller feeds the whole sequence again).
+    pub fn truncate(&mut self, len: usize) -> usize {
+        if len < self.len && !self.rewinds() {
+            self.clear();
+        }
         self.len = self.len.min(len);
+        self.len
     }
 
     /// Checks that `n` more positions fit, with an error that states the limit.

@@ -18,6 +18,10 @@ use unicode_normalization::UnicodeNormalization;
 pub const QWEN2_PATTERN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Qwen3.5's pre-tokenizer split pattern (llama.cpp's `qwen35`): Qwen2's, with combining
+/// marks (`\p{M}`) counted as letters, after NFC.
+pub const QWEN35_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// Llama 3's pre-tokenizer split pattern (llama.cpp's `llama-bpe`): Qwen2's, with digits in
 /// runs of up to three, and no normalizer.
 pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -219,6 +223,7 @@ impl Tokenizer {
             // A SentencePiece vocabulary has no pre-tokenizer.
             _ if spm.is_some() => (Vec::new(), false, false),
             "qwen2" | "default" => (vec![QWEN2_PATTERN], true, false),
+            "qwen35" => (vec![QWEN35_PATTERN], true, false),
             "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false, false),
             "nanochat" => (vec![NANOCHAT_PATTERN], false, false),
             // Llama 3 and the families llama.cpp files under the same split.
@@ -228,7 +233,7 @@ impl Tokenizer {
             "glm4" | "chatglm-bpe" => (vec![LLAMA3_PATTERN], false, pre == "glm4"),
             other => {
                 return Err(bad(format!(
-                    "pre-tokenizer `{other}` is not supported (qwen2, llama-bpe, glm4, deepseek-v3 and nanochat are)"
+                    "pre-tokenizer `{other}` is not supported (qwen2, qwen35, llama-bpe, glm4, deepseek-v3 and nanochat are)"
                 )));
             }
         };

@@ -28,6 +28,32 @@ pub struct MoeConfig {
     pub routing: Routing,
 }
 
+/// The Gated DeltaNet layers of a hybrid model (Qwen3.5): their sizes and which layers they
+/// are (the others are full attention).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaNetConfig {
+    /// Taps of the causal depthwise convolution over queries, keys and values.
+    pub conv_kernel: usize,
+    /// Key (and query) heads.
+    pub k_heads: usize,
+    /// Value heads, a multiple of `k_heads` (tiled over the key heads, as llama.cpp's
+    /// converter orders them).
+    pub v_heads: usize,
+    /// Width of a key head.
+    pub head_k: usize,
+    /// Width of a value head.
+    pub head_v: usize,
+    /// Per layer: whether it is a Gated DeltaNet layer.
+    pub recurrent: Vec<bool>,
+}
+
+impl DeltaNetConfig {
+    /// Channels of the convolution: queries, keys and values side by side.
+    pub fn conv_dim(&self) -> usize {
+        2 * self.k_heads * self.head_k + self.v_heads * self.head_v
+    }
+}
+
 /// The activation of a dense feed-forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FfnAct {
@@ -90,10 +116,15 @@ pub struct Qwen3Config {
     pub logit_softcap: Option<f32>,
     /// RoPE turns each pair by −θ (nanochat's `rotate_half` with flipped signs).
     pub rope_reversed: bool,
+    /// The query projection also yields a gate per query value, and the attention output is
+    /// multiplied by its sigmoid (Qwen3.5).
+    pub attn_gate: bool,
+    /// Gated DeltaNet layers in place of some attention layers (Qwen3.5).
+    pub deltanet: Option<DeltaNetConfig>,
 }
 
 /// The architectures this config reads.
-pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen2", "llama", "glm4moe", "nanochat"];
+pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen35", "qwen2", "llama", "glm4moe", "nanochat"];
 
 impl Qwen3Config {
     /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF, checking
@@ -187,6 +218,8 @@ impl Qwen3Config {
             // 0 or absent: no cap.
             logit_softcap: Some(f.f32_or("final_logit_softcapping", 0.0)?).filter(|c| *c != 0.0),
             rope_reversed: nanochat,
+            attn_gate: f.arch == "qwen35",
+            deltanet: if f.arch == "qwen35" { Some(deltanet_config(f, blocks - nextn)?) } else { None },
         };
         if let Some(cap) = c.logit_softcap {
             if !(cap.is_finite() && cap > 0.0) {
@@ -199,6 +232,11 @@ impl Qwen3Config {
         f.check_layers(c.layers)?;
         c.validate()?;
         Ok(c)
+    }
+
+    /// Whether layer `l` is a Gated DeltaNet layer.
+    pub fn is_recurrent(&self, l: usize) -> bool {
+        self.deltanet.as_ref().is_some_and(|d| d.recurrent.get(l).copied().unwrap_or(false))
     }
 
     /// Whether layer `l` routes to experts.
@@ -231,6 +269,19 @@ impl Qwen3Config {
             m.routing.check(m.experts).or_else(bad)?;
             product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
         }
+        if let Some(d) = &self.deltanet {
+            if d.conv_kernel == 0 || d.k_heads == 0 || d.head_k == 0 || d.head_v == 0 {
+                return bad(format!("Gated DeltaNet sizes {d:?}"));
+            }
+            if !d.v_heads.is_multiple_of(d.k_heads) || d.v_heads == 0 {
+                return bad(format!("{} value heads do not tile over {} key heads", d.v_heads, d.k_heads));
+            }
+            if d.recurrent.len() != self.layers {
+                return bad(format!("{} layer kinds for {} layers", d.recurrent.len(), self.layers));
+            }
+            product("Gated DeltaNet state", &[d.v_heads, d.head_k, d.head_v])?;
+            product("Gated DeltaNet projections", &[d.conv_kernel, 2 * d.k_heads * d.head_k + d.v_heads * d.head_v])?;
+        }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!("{} query heads do not split into {} kv groups", self.heads, self.kv_heads));
         }
@@ -252,4 +303,42 @@ impl Qwen3Config {
         }
         Ok(())
     }
+}
+
+/// The Gated DeltaNet part of a `qwen35` file: llama.cpp's `ssm.*` keys (state size = key
+/// head width, group count = key heads, time-step rank = value heads, inner size = all value
+/// heads' width) and which layers are recurrent (`attention.recurrent_layers`, else every
+/// layer but each `full_attention_interval`-th).
+fn deltanet_config(f: &ModelFile, layers: usize) -> Result<DeltaNetConfig> {
+    let bad = |msg: String| FucinaError::Format { format: "gguf", msg };
+    let v_heads = f.usize("ssm.time_step_rank")?;
+    let inner = f.usize("ssm.inner_size")?;
+    if v_heads == 0 || !inner.is_multiple_of(v_heads) {
+        return Err(bad(format!("ssm.inner_size {inner} does not split into {v_heads} value heads")));
+    }
+    let key = format!("{}.attention.recurrent_layers", f.arch);
+    let recurrent = match f.gguf.header().get(&key) {
+        Some(fucina::formats::gguf::Value::Array(fucina::formats::gguf::Array::Bool(v))) => {
+            if v.len() < layers {
+                return Err(bad(format!("`{key}` lists {} layers of {layers}", v.len())));
+            }
+            v[..layers].to_vec()
+        }
+        Some(_) => return Err(bad(format!("`{key}` is not an array of booleans"))),
+        None => {
+            let every = f.opt_usize("full_attention_interval")?.unwrap_or(4);
+            if every == 0 {
+                return Err(bad("full_attention_interval is 0".into()));
+            }
+            (0..layers).map(|i| (i + 1) % every != 0).collect()
+        }
+    };
+    Ok(DeltaNetConfig {
+        conv_kernel: f.usize("ssm.conv_kernel")?,
+        k_heads: f.usize("ssm.group_count")?,
+        v_heads,
+        head_k: f.usize("ssm.state_size")?,
+        head_v: inner / v_heads,
+        recurrent,
+    })
 }

@@ -1,6 +1,7 @@
 //! The decoder of the Llama family in the named-axes DSL — Qwen3, Qwen3-MoE, Qwen2, Llama
 //! (Mistral's files are `llama` ones, with sliding-window attention where the file has a
-//! window) and GLM-4.5 — with what differs between them as config
+//! window), GLM-4.5 and Qwen3.5 (Gated DeltaNet layers between gated-attention ones) — with
+//! what differs between them as config
 //! data: RMSNorm, grouped-query attention (with per-head q/k RMSNorm for Qwen3, q/k/v biases
 //! for Qwen2 and GLM-4.5) and RoPE (halves, or the pairs of a `llama` file, with Llama 3's
 //! per-pair frequency factors or linear scaling; over the leading half of each head in
@@ -17,16 +18,18 @@ use crate::llm::kv_cache::{KvCache, KvType, Values};
 use crate::llm::moe::{route, Routing};
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
-use fucina::ops::Mask;
+use fucina::ops::{causal_conv1d, gated_delta_rule, ConvState, DeltaForm, DeltaOptions, DeltaState, HeadMap, Mask};
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
 axis!(pub q_flat, pub kv_flat);
+axis!(pub conv_ch, pub tap, pub lin_k_head, pub lin_v_head, pub lin_k_dim, pub lin_v_dim, pub lin_v_flat);
 
 /// Attention projections and the per-head norms of one block.
 #[derive(Module)]
 pub struct Attention {
-    /// `[q_flat, hidden]` query projection (`q_flat` = heads × head_dim).
+    /// `[q_flat, hidden]` query projection (`q_flat` = heads × head_dim; with an output gate,
+    /// heads × 2 head_dim: each head's query, then its gate).
     #[module(skip)]
     pub q: QWeight<q_flat, hidden>,
     /// `[kv_flat, hidden]` key projection.
@@ -55,6 +58,48 @@ pub struct QkvBias {
     pub k: Tensor<axes![kv_flat]>,
     /// Added to the values.
     pub v: Tensor<axes![kv_flat]>,
+}
+
+/// A Gated DeltaNet layer (Qwen3.5's linear attention): queries, keys and values projected
+/// together and run through a causal depthwise convolution (SiLU), L2-normed queries and
+/// keys, the gated delta rule with per-head decay `exp(a · softplus(alpha x + dt_bias))` and
+/// update strength `sigmoid(beta x)`, then an RMSNorm of each value head gated by
+/// `silu(gate x)`, and the output projection. Its convolution and delta-rule states live in
+/// the cache.
+#[derive(Module)]
+pub struct DeltaNet {
+    /// `[conv_ch, hidden]`: queries, keys and values side by side.
+    #[module(skip)]
+    pub qkv: QWeight<conv_ch, hidden>,
+    /// `[lin_v_flat, hidden]` output gate.
+    #[module(skip)]
+    pub gate: QWeight<lin_v_flat, hidden>,
+    /// `[lin_v_head, hidden]` update-strength projection.
+    #[module(skip)]
+    pub beta: QWeight<lin_v_head, hidden>,
+    /// `[lin_v_head, hidden]` decay projection.
+    #[module(skip)]
+    pub alpha: QWeight<lin_v_head, hidden>,
+    /// `[conv_ch, tap]` convolution kernel.
+    pub conv: Tensor<axes![conv_ch, tap]>,
+    /// Added to the decay projection before the softplus.
+    pub dt_bias: Tensor<axes![lin_v_head]>,
+    /// `-exp(A_log)`: the (negative) decay rate per value head.
+    pub a: Tensor<axes![lin_v_head]>,
+    /// RMSNorm weight of each value head's output.
+    pub norm: Tensor<axes![lin_v_dim]>,
+    /// `[hidden, lin_v_flat]` output projection.
+    #[module(skip)]
+    pub out: QWeight<hidden, lin_v_flat>,
+}
+
+/// The sequence mixer of a block.
+#[derive(Module)]
+pub enum Mixer {
+    /// Self-attention over the cache's keys and values.
+    Attention(Attention),
+    /// A Gated DeltaNet layer over the cache's recurrent states.
+    DeltaNet(DeltaNet),
 }
 
 /// The SwiGLU feed-forward of one block: `down(silu(gate x) * up x)`.
@@ -123,8 +168,11 @@ pub enum Ffn {
 pub struct Block {
     /// RMSNorm weight before attention (`None`: a plain RMSNorm).
     pub attn_norm: Option<Tensor<axes![hidden]>>,
-    /// Self-attention.
-    pub attn: Attention,
+    /// Self-attention, or a Gated DeltaNet layer.
+    pub mixer: Mixer,
+    /// Which of the cache's attention layers (or recurrent states) the mixer uses.
+    #[module(skip)]
+    pub slot: usize,
     /// RMSNorm weight before the feed-forward (`None`: a plain RMSNorm).
     pub ffn_norm: Option<Tensor<axes![hidden]>>,
     /// Feed-forward.
@@ -161,6 +209,8 @@ impl Qwen3 {
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
         let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        // With an output gate the query projection yields each head's query and gate.
+        let qd_full = if c.attn_gate { 2 * qd } else { qd };
         let norm = |name: &str, width: usize| -> Result<Option<Tensor<axes![hidden]>>> {
             if c.norm_weights {
                 Ok(Some(f.dense(name, &[width])?))
@@ -174,31 +224,36 @@ impl Qwen3 {
                 let b = |s: &str| format!("blk.{l}.{s}.bias");
                 Ok(Block {
                     attn_norm: norm(&n("attn_norm"), h)?,
-                    attn: Attention {
-                        q: f.matrix(&n("attn_q"), qd, h)?,
-                        k: f.matrix(&n("attn_k"), kvd, h)?,
-                        v: f.matrix(&n("attn_v"), kvd, h)?,
-                        o: f.matrix(&n("attn_output"), h, qd)?,
-                        q_norm: if c.qk_norm && c.norm_weights {
-                            Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?)
-                        } else {
-                            None
-                        },
-                        k_norm: if c.qk_norm && c.norm_weights {
-                            Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?)
-                        } else {
-                            None
-                        },
-                        bias: if c.qkv_bias {
-                            Some(QkvBias {
-                                q: f.dense(&b("attn_q"), &[qd])?,
-                                k: f.dense(&b("attn_k"), &[kvd])?,
-                                v: f.dense(&b("attn_v"), &[kvd])?,
-                            })
-                        } else {
-                            None
-                        },
+                    mixer: if c.is_recurrent(l) {
+                        Mixer::DeltaNet(DeltaNet::load(f, &c, l)?)
+                    } else {
+                        Mixer::Attention(Attention {
+                            q: f.matrix(&n("attn_q"), qd_full, h)?,
+                            k: f.matrix(&n("attn_k"), kvd, h)?,
+                            v: f.matrix(&n("attn_v"), kvd, h)?,
+                            o: f.matrix(&n("attn_output"), h, qd)?,
+                            q_norm: if c.qk_norm && c.norm_weights {
+                                Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?)
+                            } else {
+                                None
+                            },
+                            k_norm: if c.qk_norm && c.norm_weights {
+                                Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?)
+                            } else {
+                                None
+                            },
+                            bias: if c.qkv_bias {
+                                Some(QkvBias {
+                                    q: f.dense(&b("attn_q"), &[qd_full])?,
+                                    k: f.dense(&b("attn_k"), &[kvd])?,
+                                    v: f.dense(&b("attn_v"), &[kvd])?,
+                                })
+                            } else {
+                                None
+                            },
+                        })
                     },
+                    slot: (0..l).filter(|&i| c.is_recurrent(i) == c.is_recurrent(l)).count(),
                     // GLM-4.5's pre-feed-forward norm keeps the name of its Hugging Face
                     // weight (`post_attention_layernorm`) in llama.cpp's files.
                     ffn_norm: if f.has(&n("post_attention_norm")) && !f.has(&n("ffn_norm")) {
@@ -283,20 +338,44 @@ impl Qwen3 {
                 msg: format!("{capacity} positions exceed the model's context length of {}", c.context_length),
             });
         }
-        KvCache::new(c.layers, c.kv_heads, c.head_dim, c.head_dim, capacity, kv)
+        let recurrent = (0..c.layers).filter(|&l| c.is_recurrent(l)).count();
+        let cache = KvCache::new(c.layers - recurrent, c.kv_heads, c.head_dim, c.head_dim, capacity, kv)?;
+        match &c.deltanet {
+            None => Ok(cache),
+            Some(d) => {
+                let states = (0..recurrent)
+                    .map(|_| {
+                        Ok((
+                            ConvState::new(d.conv_kernel, d.conv_dim())?,
+                            DeltaState::new(d.v_heads, d.head_k, d.head_v)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(cache.with_recurrent(states))
+            }
+        }
     }
 
     /// Every matrix with its GGUF-style name, for inspection and reporting.
     pub fn matrices(&self) -> Vec<(String, fucina::quant::GgmlType, usize, usize)> {
         let mut v = vec![("token_embd".to_string(), self.embed.ggml_type(), self.embed.rows(), self.embed.cols())];
         for (l, b) in self.blocks.iter().enumerate() {
-            let a = &b.attn;
-            for (n, t, r, c) in [
-                ("attn_q", a.q.ggml_type(), a.q.rows(), a.q.cols()),
-                ("attn_k", a.k.ggml_type(), a.k.rows(), a.k.cols()),
-                ("attn_v", a.v.ggml_type(), a.v.rows(), a.v.cols()),
-                ("attn_output", a.o.ggml_type(), a.o.rows(), a.o.cols()),
-            ] {
+            let mixer = match &b.mixer {
+                Mixer::Attention(a) => vec![
+                    ("attn_q", a.q.ggml_type(), a.q.rows(), a.q.cols()),
+                    ("attn_k", a.k.ggml_type(), a.k.rows(), a.k.cols()),
+                    ("attn_v", a.v.ggml_type(), a.v.rows(), a.v.cols()),
+                    ("attn_output", a.o.ggml_type(), a.o.rows(), a.o.cols()),
+                ],
+                Mixer::DeltaNet(d) => vec![
+                    ("attn_qkv", d.qkv.ggml_type(), d.qkv.rows(), d.qkv.cols()),
+                    ("attn_gate", d.gate.ggml_type(), d.gate.rows(), d.gate.cols()),
+                    ("ssm_beta", d.beta.ggml_type(), d.beta.rows(), d.beta.cols()),
+                    ("ssm_alpha", d.alpha.ggml_type(), d.alpha.rows(), d.alpha.cols()),
+                    ("ssm_out", d.out.ggml_type(), d.out.rows(), d.out.cols()),
+                ],
+            };
+            for (n, t, r, c) in mixer {
                 v.push((format!("blk.{l}.{n}"), t, r, c));
             }
             let mlps: Vec<(String, &Mlp)> = match &b.ffn {
@@ -349,10 +428,26 @@ impl Qwen3 {
     /// takes the rows of all of them, attention runs per sequence over its own cache.
     /// Returns each sequence's logits rows; `routes` as in [`Qwen3::forward_traced`] over the
     /// batch's rows in order.
+    /// A Qwen3.5 pass that fails after a Gated DeltaNet layer has moved the recurrent states
+    /// clears the batch's caches (they would no longer match their positions).
     pub fn forward_batch_traced(
         &self,
         batch: &mut [Segment<'_>],
+        routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+    ) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
+        let mut touched = false;
+        let r = self.pass(batch, routes, &mut touched);
+        if r.is_err() && touched {
+            batch.iter_mut().for_each(|s| s.cache.clear());
+        }
+        r
+    }
+
+    fn pass(
+        &self,
+        batch: &mut [Segment<'_>],
         mut routes: Option<&mut Vec<Vec<Vec<u32>>>>,
+        touched: &mut bool,
     ) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
         let c = &self.config;
         let spans = batch::spans(batch, "Qwen3::forward")?;
@@ -361,9 +456,15 @@ impl Qwen3 {
         if c.embed_norm {
             x = x.rms_norm::<hidden>(None, c.rms_eps)?;
         }
-        for (l, b) in self.blocks.iter().enumerate() {
+        for b in &self.blocks {
             let h = x.rms_norm::<hidden>(b.attn_norm.as_ref(), c.rms_eps)?;
-            let a = self.attention(l, &b.attn, &h, &cos, &sin, &spans, batch)?;
+            let a = match &b.mixer {
+                Mixer::Attention(a) => self.attention(b.slot, a, &h, &cos, &sin, &spans, batch)?,
+                Mixer::DeltaNet(d) => {
+                    *touched = true;
+                    self.deltanet(b.slot, d, &h, &spans, batch)?
+                }
+            };
             x = x.add(&a)?;
             let h = x.rms_norm::<hidden>(b.ffn_norm.as_ref(), c.rms_eps)?;
             let m = match &b.ffn {
@@ -408,7 +509,13 @@ impl Qwen3 {
         if let Some(b) = &a.bias {
             (q, k, v) = (q.add(&b.q)?, k.add(&b.k)?, v.add(&b.v)?);
         }
-        let mut q = q.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?;
+        // With an output gate each head's row holds its query, then its gate.
+        let (mut q, gate) = if c.attn_gate {
+            let qg = q.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, 2 * hd])?;
+            (qg.narrow::<head_dim>(0, hd)?, Some(qg.narrow::<head_dim>(hd, hd)?.sigmoid()?))
+        } else {
+            (q.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?, None)
+        };
         let mut k = k.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
         let v = v.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
         // Plain (weightless) q/k norms commute with the rotation (it keeps each head's
@@ -430,7 +537,76 @@ impl Qwen3 {
             };
             cache.attend_masked::<head_dim, head_dim>(layer, q, Values::Own, 1.0 / (hd as f32).sqrt(), n, mask)
         })?;
+        let o = match gate {
+            Some(gate) => o.mul(&gate)?,
+            None => o,
+        };
         a.o.forward(&o.merge_axes::<axes![kv_head, group, head_dim], q_flat>()?)
+    }
+
+    /// A Gated DeltaNet layer over `x` (every row of the batch): the projections take all
+    /// rows, the convolution and the delta rule run per sequence from its cache's states
+    /// (`slot`: which recurrent layer).
+    fn deltanet(
+        &self,
+        slot: usize,
+        d: &DeltaNet,
+        x: &Tensor<axes![seq, hidden]>,
+        spans: &[(usize, usize)],
+        batch: &mut [Segment<'_>],
+    ) -> Result<Tensor<axes![seq, hidden]>> {
+        let c = &self.config;
+        let dn = c.deltanet.as_ref().ok_or(FucinaError::InvalidArgument {
+            op: "Qwen3::forward",
+            msg: "a Gated DeltaNet layer in a model without its config".into(),
+        })?;
+        let (nk, nv, dk, dv) = (dn.k_heads, dn.v_heads, dn.head_k, dn.head_v);
+        let mixed = d.qkv.forward(x)?;
+        let beta = d.beta.forward(x)?.sigmoid()?;
+        let decay = d.alpha.forward(x)?.add(&d.dt_bias)?.softplus()?.mul(&d.a)?;
+        let opts = DeltaOptions { scale: 1.0 / (dk as f32).sqrt(), map: HeadMap::Tiled, form: DeltaForm::Auto };
+        let o = batch::per_segment(&mixed, spans, batch, |m, (at, n), cache| {
+            let (conv, state) = cache.recurrent_mut(slot)?;
+            let m = causal_conv1d(m, &d.conv, conv)?.silu()?;
+            let heads = |at: usize, n: usize, width: usize| -> Result<Tensor<axes![seq, lin_k_head, lin_k_dim]>> {
+                m.narrow::<conv_ch>(at, n * width)?
+                    .split_axis::<conv_ch, axes![lin_k_head, lin_k_dim]>(&[n, width])?
+                    .l2_norm::<lin_k_dim>(c.rms_eps)
+            };
+            let q = heads(0, nk, dk)?;
+            let k = heads(nk * dk, nk, dk)?;
+            let v = m
+                .narrow::<conv_ch>(2 * nk * dk, nv * dv)?
+                .split_axis::<conv_ch, axes![lin_v_head, lin_v_dim]>(&[nv, dv])?;
+            let (g, b) = (decay.narrow::<seq>(at, n)?, beta.narrow::<seq>(at, n)?);
+            gated_delta_rule(&q, &k, &v, &g, &b, opts, state)
+        })?;
+        let z = d.gate.forward(x)?.split_axis::<lin_v_flat, axes![lin_v_head, lin_v_dim]>(&[nv, dv])?;
+        let y = o.rms_norm::<lin_v_dim>(Some(&d.norm), c.rms_eps)?.mul(&z.silu()?)?;
+        d.out.forward(&y.merge_axes::<axes![lin_v_head, lin_v_dim], lin_v_flat>()?)
+    }
+}
+
+impl DeltaNet {
+    /// Layer `l`'s Gated DeltaNet from `f` (llama.cpp's `qwen35` names).
+    pub fn load(f: &ModelFile, c: &Qwen3Config, l: usize) -> Result<DeltaNet> {
+        let d = c.deltanet.as_ref().ok_or(FucinaError::Format {
+            format: "gguf",
+            msg: format!("layer {l} is recurrent in a file without Gated DeltaNet sizes"),
+        })?;
+        let n = |s: &str| format!("blk.{l}.{s}.weight");
+        let (h, vflat) = (c.hidden, d.v_heads * d.head_v);
+        Ok(DeltaNet {
+            qkv: f.matrix(&n("attn_qkv"), d.conv_dim(), h)?,
+            gate: f.matrix(&n("attn_gate"), vflat, h)?,
+            beta: f.matrix(&n("ssm_beta"), d.v_heads, h)?,
+            alpha: f.matrix(&n("ssm_alpha"), d.v_heads, h)?,
+            conv: f.dense(&n("ssm_conv1d"), &[d.conv_dim(), d.conv_kernel])?,
+            dt_bias: f.dense(&format!("blk.{l}.ssm_dt.bias"), &[d.v_heads])?,
+            a: f.dense(&format!("blk.{l}.ssm_a"), &[d.v_heads])?,
+            norm: f.dense(&n("ssm_norm"), &[d.head_v])?,
+            out: f.matrix(&n("ssm_out"), h, vflat)?,
+        })
     }
 }
 

@@ -340,7 +340,8 @@ impl<'a> Engine<'a> {
         // Reuse the cached prefix; at least the last prompt token is always fed again.
         let common = s.fed.iter().zip(&job.prompt).take_while(|(a, b)| a == b).count();
         let common = common.min(job.prompt.len().saturating_sub(1));
-        cache.truncate(common);
+        // A recurrent cache keeps no prefix: then the whole prompt is fed again.
+        let common = cache.truncate(common);
         s.fed.truncate(common);
         let mut sampler = Sampler::new(job.params.clone());
         if let Some(g) = job.grammar.take() {
