@@ -2,7 +2,7 @@
 //! weights in real shapes (for benchmarks and tests; no download needed).
 
 use clap::Parser;
-use fucina_models::llm::synth::{self, DeepSeekShape, Glm4MoeShape, Qwen3Shape};
+use fucina_models::llm::synth::{self, DeepSeekShape, Glm4MoeShape, Qwen35Shape, Qwen3Shape};
 use fucina_models::quantize::parse_target;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -18,7 +18,8 @@ struct Args {
     /// Shape preset: qwen3-0.6b, qwen3-small (4 layers, hidden 256), qwen3moe-small,
     /// llama3.2-1b, llama-small (qwen3-small's shapes as a `llama` file), deepseek-v2-lite,
     /// deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small, glm4.5-air,
-    /// glm4.5-mini (GLM-4.5-Air's structure at ~0.9B parameters), glm4moe-small.
+    /// glm4.5-mini (GLM-4.5-Air's structure at ~0.9B parameters), glm4moe-small, qwen3.5-0.8b
+    /// (Qwen3.5-0.8B's shapes: Gated DeltaNet and gated attention), qwen35-small.
     #[arg(long, default_value = "qwen3-0.6b")]
     preset: String,
     /// Storage format of the matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, …
@@ -85,6 +86,29 @@ fn main() {
                 }
                 synth::glm4moe(&s)
             }
+            "qwen3.5-0.8b" | "qwen35-small" => {
+                let mut s = match a.preset.as_str() {
+                    "qwen3.5-0.8b" => Qwen35Shape::QWEN3_5_0_8B,
+                    _ => Qwen35Shape {
+                        layers: 4,
+                        hidden: 256,
+                        ffn: 512,
+                        heads: 4,
+                        kv_heads: 2,
+                        head_dim: 64,
+                        lin_k_heads: 2,
+                        lin_v_heads: 4,
+                        lin_head: 64,
+                        vocab: 1024,
+                        context: 2048,
+                        ..Qwen35Shape::QWEN3_5_0_8B
+                    },
+                };
+                if let Some(l) = a.layers {
+                    s.layers = l;
+                }
+                synth::qwen35(&s)
+            }
             "deepseek-v2-lite" | "deepseek-moe-6g" | "deepseek-small" => {
                 let mut s = match a.preset.as_str() {
                     "deepseek-v2-lite" => DeepSeekShape::V2_LITE,
@@ -117,7 +141,8 @@ fn main() {
                     op: "synth",
                     msg: format!(
                         "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, llama3.2-1b, llama-small, \
-                         deepseek-v2-lite, deepseek-moe-6g, deepseek-small, glm4.5-air, glm4.5-mini, glm4moe-small)",
+                         deepseek-v2-lite, deepseek-moe-6g, deepseek-small, glm4.5-air, glm4.5-mini, glm4moe-small, \
+                         qwen3.5-0.8b, qwen35-small)",
                         a.preset
                     ),
                 })?;

@@ -22,6 +22,9 @@ pub enum Init {
     NormWeight,
     /// Normal with this standard deviation, kept f32 (small vectors such as router biases).
     SmallF32(f32),
+    /// `-(0.05 + |normal|)`, kept f32: Gated DeltaNet decay rates (`-exp(A_log)`, negative so
+    /// the state decays).
+    Decay,
 }
 
 /// One tensor of a synthetic file: GGUF name, row-major shape, initialisation.
@@ -229,6 +232,117 @@ pub fn qwen3(s: &Qwen3Shape) -> SynthModel {
     if !s.tied {
         t.push(SynthTensor::matrix("output.weight", s.vocab, h));
     }
+    SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
+}
+
+/// Qwen3.5 shapes for [`qwen35`]: a dense decoder whose layers are Gated DeltaNet ones
+/// except every `full_every`-th, which is gated attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Qwen35Shape {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// SwiGLU inner width.
+    pub ffn: usize,
+    /// Attention query heads.
+    pub heads: usize,
+    /// Attention key/value heads.
+    pub kv_heads: usize,
+    /// Width of an attention head (a quarter of it rotated).
+    pub head_dim: usize,
+    /// Gated DeltaNet key heads.
+    pub lin_k_heads: usize,
+    /// Gated DeltaNet value heads.
+    pub lin_v_heads: usize,
+    /// Width of a Gated DeltaNet key (and value) head.
+    pub lin_head: usize,
+    /// Convolution taps.
+    pub conv: usize,
+    /// Every this many layers one is full attention.
+    pub full_every: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Context length written to the metadata.
+    pub context: usize,
+}
+
+impl Qwen35Shape {
+    /// Qwen3.5-0.8B's shapes (as its published config has them): 24 layers (every fourth
+    /// full attention), hidden 1024, MLP 3584, 8/2 attention heads of 256, 16/16 Gated
+    /// DeltaNet heads of 128, a 4-tap conv, vocab 248320, tied output.
+    pub const QWEN3_5_0_8B: Qwen35Shape = Qwen35Shape {
+        layers: 24,
+        hidden: 1024,
+        ffn: 3584,
+        heads: 8,
+        kv_heads: 2,
+        head_dim: 256,
+        lin_k_heads: 16,
+        lin_v_heads: 16,
+        lin_head: 128,
+        conv: 4,
+        full_every: 4,
+        vocab: 248_320,
+        context: 262_144,
+    };
+}
+
+/// A Qwen3.5 in llama.cpp's `qwen35` layout (`ssm.*` keys, `attn_qkv`/`attn_gate`/`ssm_*`
+/// tensors for the Gated DeltaNet layers, a query projection twice as wide for the output
+/// gate), tied output.
+pub fn qwen35(s: &Qwen35Shape) -> SynthModel {
+    let arch = "qwen35";
+    let k = |n: &str| format!("{arch}.{n}");
+    let mut metadata = common_metadata(arch, s.context, s.hidden, s.ffn, s.layers, s.heads, s.kv_heads);
+    let (kd, vd) = (s.lin_k_heads * s.lin_head, s.lin_v_heads * s.lin_head);
+    metadata.extend([
+        (k("attention.key_length"), Value::U32(s.head_dim as u32)),
+        (k("attention.value_length"), Value::U32(s.head_dim as u32)),
+        (k("rope.freq_base"), Value::F32(10_000_000.0)),
+        (k("rope.dimension_count"), Value::U32((s.head_dim / 4) as u32)),
+        (k("rope.dimension_sections"), Value::Array(Array::I32(vec![11, 11, 10, 0]))),
+        (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        (k("ssm.conv_kernel"), Value::U32(s.conv as u32)),
+        (k("ssm.state_size"), Value::U32(s.lin_head as u32)),
+        (k("ssm.group_count"), Value::U32(s.lin_k_heads as u32)),
+        (k("ssm.time_step_rank"), Value::U32(s.lin_v_heads as u32)),
+        (k("ssm.inner_size"), Value::U32(vd as u32)),
+        (k("full_attention_interval"), Value::U32(s.full_every as u32)),
+    ]);
+    let (h, qd, kvd, conv) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim, 2 * kd + vd);
+    let mut t = vec![SynthTensor::matrix("token_embd.weight", s.vocab, h)];
+    for l in 0..s.layers {
+        let n = |x: &str| format!("blk.{l}.{x}.weight");
+        t.push(SynthTensor::norm(n("attn_norm"), h));
+        if (l + 1) % s.full_every.max(1) != 0 {
+            t.push(SynthTensor::matrix(n("attn_qkv"), conv, h));
+            t.push(SynthTensor::matrix(n("attn_gate"), vd, h));
+            t.push(SynthTensor { name: n("ssm_conv1d"), shape: vec![conv, s.conv], init: Init::SmallF32(0.3) });
+            t.push(SynthTensor {
+                name: format!("blk.{l}.ssm_dt.bias"),
+                shape: vec![s.lin_v_heads],
+                init: Init::SmallF32(1.0),
+            });
+            t.push(SynthTensor { name: format!("blk.{l}.ssm_a"), shape: vec![s.lin_v_heads], init: Init::Decay });
+            t.push(SynthTensor::matrix(n("ssm_beta"), s.lin_v_heads, h));
+            t.push(SynthTensor::matrix(n("ssm_alpha"), s.lin_v_heads, h));
+            t.push(SynthTensor::norm(n("ssm_norm"), s.lin_head));
+            t.push(SynthTensor::matrix(n("ssm_out"), h, vd));
+        } else {
+            t.push(SynthTensor::matrix(n("attn_q"), 2 * qd, h));
+            t.push(SynthTensor::matrix(n("attn_k"), kvd, h));
+            t.push(SynthTensor::matrix(n("attn_v"), kvd, h));
+            t.push(SynthTensor::matrix(n("attn_output"), h, qd));
+            t.push(SynthTensor::norm(n("attn_q_norm"), s.head_dim));
+            t.push(SynthTensor::norm(n("attn_k_norm"), s.head_dim));
+        }
+        t.push(SynthTensor::norm(n("post_attention_norm"), h));
+        t.push(SynthTensor::matrix(n("ffn_gate"), s.ffn, h));
+        t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
+        t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
+    }
+    t.push(SynthTensor::norm("output_norm.weight", h));
     SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
 }
 
@@ -668,7 +782,7 @@ fn check_vocab(have: usize, want: usize) -> Result<()> {
 /// f32-kept vectors stay F32.
 pub fn format_of(t: &SynthTensor, ty: GgmlType) -> GgmlType {
     match t.init {
-        Init::NormWeight | Init::SmallF32(_) => GgmlType::F32,
+        Init::NormWeight | Init::SmallF32(_) | Init::Decay => GgmlType::F32,
         Init::Normal(_) if t.shape.last().is_some_and(|c| c % ty.block_size() == 0) => ty,
         Init::Normal(_) => GgmlType::F16,
     }
@@ -737,6 +851,7 @@ fn draw(rng: &Philox, stream: u64, t: &SynthTensor) -> Vec<f32> {
                 *o = match t.init {
                     Init::Normal(s) | Init::SmallF32(s) => z * s,
                     Init::NormWeight => 1.0 + 0.1 * z,
+                    Init::Decay => -(0.05 + z.abs()),
                 };
             }
         }
