@@ -56,8 +56,9 @@ fn qwen35_config_reads_the_files_metadata() {
     assert_eq!(c.deltanet.unwrap().recurrent, [true, false, true, false]);
 }
 
-/// A long prompt (chunked delta rule) then decoding (recurrent) gives the logits of feeding
-/// every token one at a time, and a prompt split into pieces gives those of one prefill.
+/// A 150-token prompt in one pass gives the logits of feeding every token one at a time, and
+/// a prompt split into pieces gives those of one pass (the carried conv and delta-rule
+/// states continue exactly where they stopped).
 #[test]
 fn chunked_prefill_equals_token_by_token_decoding() {
     let lm = open();

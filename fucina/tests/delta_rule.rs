@@ -150,9 +150,15 @@ fn a_sequence_fed_in_pieces_gives_the_output_of_one_call() {
     let want = c.run(HeadMap::Tiled, DeltaForm::Recurrent, 0, c.s, &mut whole);
     let mut st = c.state();
     let mut got = Vec::new();
-    // A long prefill (chunked), short ones, then single decode steps.
-    for (a, b) in [(0, 100), (100, 103), (103, 130), (130, 131), (131, 140)] {
-        got.extend(c.run(HeadMap::Tiled, DeltaForm::Auto, a, b, &mut st));
+    // A long prefill in chunks, short ones, then single decode steps.
+    for (a, b, form) in [
+        (0, 100, DeltaForm::Chunked),
+        (100, 103, DeltaForm::Auto),
+        (103, 130, DeltaForm::Chunked),
+        (130, 131, DeltaForm::Recurrent),
+        (131, 140, DeltaForm::Auto),
+    ] {
+        got.extend(c.run(HeadMap::Tiled, form, a, b, &mut st));
     }
     assert_close("pieces vs one call: output", &got, &want, 1e-5, 1e-4);
     assert_close("pieces vs one call: state", st.values(), whole.values(), 1e-5, 1e-4);

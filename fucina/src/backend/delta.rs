@@ -28,7 +28,8 @@ pub enum HeadMap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DeltaForm {
-    /// The kernel chooses (the recurrent form for short inputs, chunks for long ones).
+    /// The backend chooses (the scalar and native backends run the recurrent form, the faster
+    /// one on CPUs).
     Auto,
     /// One position at a time.
     Recurrent,
@@ -166,7 +167,7 @@ pub fn chunked_head(
     out: &mut [f32],
 ) {
     let (dk, dv, kh) = (p.dk, p.dv, p.key_head(h));
-    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).fold(0.0f32, |s, (x, y)| s + x * y);
+    let dot = super::dot8;
     let mut cum = vec![0.0f32; CHUNK];
     let mut t_mat = vec![0.0f32; CHUNK * CHUNK];
     let mut u = vec![0.0f32; CHUNK * dv];

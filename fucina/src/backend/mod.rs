@@ -377,7 +377,7 @@ pub struct AttentionGrad<'a> {
 
 /// A dot product in eight interleaved partial sums (the order the specification fixes, and
 /// one the compiler vectorizes).
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot8(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
