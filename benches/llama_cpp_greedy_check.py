@@ -28,7 +28,7 @@ from llm_vs_llama_cpp import ROOT, cpu_name  # noqa: E402
 
 # deepseek-v2-tiny has no query compression (as V2-Lite); llama.cpp knows V2-Lite only by its
 # 27 layers and refuses the file for lacking `q_lora_rank`.
-ASSETS = ["llama", "llama-spm", "qwen2", "qwen3", "qwen3moe", "deepseek-v3", "glm4moe", "qwen35"]
+ASSETS = ["llama", "llama-spm", "qwen2", "qwen3", "qwen3moe", "deepseek-v3", "glm4moe", "qwen35", "qwen35moe"]
 PROMPTS = {"glm4moe": "[gMASK]<sop>What is the capital of France? 12345 numbers"}
 PROMPT = "What is the capital of France? 12345 numbers"
 

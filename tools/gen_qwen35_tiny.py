@@ -12,7 +12,9 @@ attention), converted to GGUF by llama.cpp's own converter, and its goldens.
    norms and partial RoPE; zero-centred norms moved away from 0, A and the dt bias random.
 3. Runs `convert_hf_to_gguf.py` from the pinned llama-cpp-python sdist (`--no-mtp`: the
    checkpoint has no MTP layer).
-4. Writes fucina-models/assets/qwen35-tiny-f32.gguf and fucina-models/tests/goldens/qwen35.json:
+   The same for a tiny Qwen3_5MoeForCausalLM (every feed-forward 8 routed experts, 2 per
+   token, plus a shared expert of another width behind a sigmoid gate).
+4. Writes fucina-models/assets/qwen35{,moe}-tiny-f32.gguf and fucina-models/tests/goldens/qwen35.json:
    token ids for the tricky-string corpus plus strings with combining marks, and logits for
    fixed prompts (every prefill position, computed by transformers' chunked delta rule, and 16
    greedy decode steps, by its recurrent one).
@@ -25,7 +27,8 @@ import sys
 import tempfile
 
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+from transformers import (PreTrainedTokenizerFast, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM,
+                          Qwen3_5MoeTextConfig, Qwen3_5TextConfig)
 
 from gen_llama_family_tiny import converter, reference
 from tiny_tokenizer import SPECIALS, train_tokenizer
@@ -65,22 +68,7 @@ def delta_rule_case():
             "beta": flat(beta), "state": state[0].flatten().tolist(), **out}
 
 
-def main():
-    # The marks join the training text (repeated), so merges across a letter and its mark exist.
-    tok = train_tokenizer(QWEN35_PATTERN, nfc=True, specials=SPECIALS, extra=MARKS * 20)
-    ids = {s: tok.token_to_id(s) for s in SPECIALS}
-    torch.manual_seed(35)
-    cfg = Qwen3_5TextConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
-        linear_conv_kernel_dim=4, max_position_embeddings=2048, rms_norm_eps=1e-6,
-        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "partial_rotary_factor": 0.25,
-                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
-        tie_word_embeddings=False, initializer_range=0.2, bos_token_id=None,
-        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], attn_implementation="eager")
-    model = Qwen3_5ForCausalLM(cfg).eval()
+def randomize(model):
     with torch.no_grad():
         for n, p in model.named_parameters():
             if n.endswith("linear_attn.norm.weight"):
@@ -91,7 +79,11 @@ def main():
                 p.copy_(torch.randn_like(p))
             elif n.endswith("conv1d.weight"):
                 p.copy_(0.5 * torch.randn_like(p))
-    path = os.path.join(assets, "qwen35-tiny-f32.gguf")
+            elif n.endswith("mlp.gate.weight"):
+                p.copy_(torch.randn_like(p))  # router rows apart, so no near-ties in the top-k
+
+
+def convert(model, tok, path, name):
     conv, base = converter()
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen35"
     with tempfile.TemporaryDirectory() as d:
@@ -99,19 +91,51 @@ def main():
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
         fast.save_pretrained(d)
         argv = sys.argv
-        sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", path, "--outtype", "f32", "--no-mtp", "--model-name",
-                    "fucina qwen35-tiny (random weights)"]
+        sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", path, "--outtype", "f32", "--no-mtp", "--model-name", name]
         try:
             conv.main()
         finally:
             sys.argv = argv
+
+
+def main():
+    # The marks join the training text (repeated), so merges across a letter and its mark exist.
+    tok = train_tokenizer(QWEN35_PATTERN, nfc=True, specials=SPECIALS, extra=MARKS * 20)
+    ids = {s: tok.token_to_id(s) for s in SPECIALS}
+    common = dict(
+        vocab_size=tok.get_vocab_size(), hidden_size=64, num_hidden_layers=4,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, max_position_embeddings=2048, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        tie_word_embeddings=False, initializer_range=0.2, bos_token_id=None,
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], attn_implementation="eager")
+    torch.manual_seed(35)
+    cfg = Qwen3_5TextConfig(intermediate_size=128, **common)
+    model = Qwen3_5ForCausalLM(cfg).eval()
+    randomize(model)
+    path = os.path.join(assets, "qwen35-tiny-f32.gguf")
+    convert(model, tok, path, "fucina qwen35-tiny (random weights)")
+    torch.manual_seed(36)
+    # Qwen3.5-MoE: every layer's feed-forward is 8 experts (2 per token, softmax, renormalized)
+    # plus a shared expert of another width behind a sigmoid gate.
+    mcfg = Qwen3_5MoeTextConfig(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=8,
+                                num_experts_per_tok=2, **common)
+    moe = Qwen3_5MoeForCausalLM(mcfg).eval()
+    randomize(moe)
+    moe_path = os.path.join(assets, "qwen35moe-tiny-f32.gguf")
+    convert(moe, tok, moe_path, "fucina qwen35moe-tiny (random weights)")
     prompts = ["What is the capital of France? 12345 numbers, and a longer tail of text to decode after",
                "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"]
     result = reference(model, tok, path, prompts, "qwen35")
     result["tokenizer"] += [{"text": s, "ids": tok.encode(s, add_special_tokens=False).ids} for s in MARKS]
+    moe_result = reference(moe, tok, moe_path, prompts, "qwen35moe")
     out = os.path.join(gold, "qwen35.json")
     with open(out, "w") as f:
-        json.dump({"generator": "tools/gen_qwen35_tiny.py", "models": {"qwen35": result}}, f, ensure_ascii=False)
+        json.dump({"generator": "tools/gen_qwen35_tiny.py", "models": {"qwen35": result, "qwen35moe": moe_result}}, f,
+                  ensure_ascii=False)
         f.write("\n")
     print(f"wrote {out}")
     out = os.path.join(root, "fucina", "tests", "goldens", "delta_rule.json")

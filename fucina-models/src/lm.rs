@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
 pub const ARCHITECTURES: &[&str] =
-    &["qwen3", "qwen3moe", "qwen35", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
+    &["qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {

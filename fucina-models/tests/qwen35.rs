@@ -1,4 +1,6 @@
-//! Qwen3.5 (`qwen35`) against `transformers`' Qwen3_5ForCausalLM: a tiny random hybrid model
+//! Qwen3.5 (`qwen35`, and `qwen35moe` against Qwen3_5MoeForCausalLM: the same layers with
+//! 8 softmax-routed experts, 2 per token, plus a shared expert of another width behind a
+//! sigmoid gate) against `transformers`' Qwen3_5ForCausalLM: a tiny random hybrid model
 //! (`tools/gen_qwen35_tiny.py`) with Gated DeltaNet layers (causal depthwise conv, L2-normed
 //! queries and keys, two key heads serving four value heads, decay and update gates, gated
 //! RMSNorm) between full-attention layers (sigmoid output gate, q/k norms, RoPE over a
@@ -8,18 +10,19 @@
 //! prefill position (transformers: chunked delta rule) and 16 greedy decode steps
 //! (transformers: recurrent) on both backends.
 //!
-//! Tolerance: max |fucina - transformers| <= 2.5e-4 on logits of magnitude ~5-8 (both f32).
-//! This model is sensitive to rounding at some positions: transformers' own chunked and
-//! recurrent delta rules disagree by up to 1.3e-4 on the first prompt (position 25; most
-//! positions by < 2e-5), and so do ours; the bound is twice that. Greedy tokens must be
-//! identical.
+//! Tolerance: max |fucina - transformers| <= 5e-4 on logits of magnitude ~5-8 (both f32).
+//! These models are sensitive to rounding at a few positions: transformers' own chunked and
+//! recurrent delta rules disagree by up to 1.3e-4 (dense) and 1.8e-4 (MoE), and at position
+//! 18 of the MoE's second prompt transformers in f32 is 1.6e-4 from the same model in f64
+//! while fucina is 2.0e-4 from it, on the other side (3.6e-4 apart); elsewhere the two agree
+//! within ~7e-5. Greedy tokens must be identical.
 
 mod common;
 use common::goldens;
 use fucina::prelude::*;
 use fucina_models::llm::{KvType, LogitRows};
 
-const TOL: f32 = 2.5e-4;
+const TOL: f32 = 5e-4;
 
 #[test]
 fn qwen35_token_ids_match_hf_tokenizers_exactly() {
@@ -30,7 +33,7 @@ fn qwen35_token_ids_match_hf_tokenizers_exactly() {
 fn tiny_qwen35_matches_transformers_on_both_backends() {
     let gold = goldens::load("qwen35.json");
     for (backend, threads) in [(BackendKind::Scalar, 1), (BackendKind::Native, 2)] {
-        assert_eq!(goldens::check_logits(&gold, backend, threads, TOL), ["qwen35"]);
+        assert_eq!(goldens::check_logits(&gold, backend, threads, TOL), ["qwen35", "qwen35moe"]);
     }
 }
 
@@ -54,6 +57,24 @@ fn qwen35_config_reads_the_files_metadata() {
     let c = fucina_models::qwen3::Qwen3Config::from_file(&f).unwrap();
     assert_eq!((c.head_dim, c.rope_dims, c.attn_gate, c.qk_norm), (32, 8, true, true));
     assert_eq!(c.deltanet.unwrap().recurrent, [true, false, true, false]);
+}
+
+/// The MoE file's summary and config: 2 of 8 experts, one shared expert of width 48 behind
+/// its gate, no dense width in the file.
+#[test]
+fn qwen35moe_config_reads_the_files_metadata() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/qwen35moe-tiny-f32.gguf");
+    let lm = fucina_models::lm::open(&path, false).unwrap();
+    assert!(
+        lm.summary.contains("2 of 8 experts + 1 shared (Softmax routing), 2 Gated DeltaNet layers"),
+        "{}",
+        lm.summary
+    );
+    let f = fucina_models::llm::ModelFile::open(&path, &["qwen35moe"]).unwrap();
+    let c = fucina_models::qwen3::Qwen3Config::from_file(&f).unwrap();
+    let m = c.moe.clone().unwrap();
+    assert_eq!((m.expert_ffn, m.shared, m.shared_ffn, m.shared_gate, m.routing.norm_topk), (32, 1, 48, true, true));
+    assert!(c.attn_gate && (0..4).all(|l| c.is_moe(l)));
 }
 
 /// A 150-token prompt in one pass gives the logits of feeding every token one at a time, and

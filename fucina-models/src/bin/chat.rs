@@ -6,7 +6,7 @@ use clap::Parser;
 use fucina_models::llm::cli::{default_chat_model, LmArgs};
 
 /// Chat with or complete text using any supported GGUF language model: Qwen3 (dense or
-/// MoE), Qwen3.5 (dense), Qwen2, Llama (2, 3.x; Mistral's files), GLM-4.5/4.6, nanochat,
+/// MoE), Qwen3.5 (dense or MoE), Qwen2, Llama (2, 3.x; Mistral's files), GLM-4.5/4.6, nanochat,
 /// DeepSeek-V2/V3. The family
 /// comes from the file's `general.architecture`, the chat format from its vocabulary and
 /// template. Without a model path it runs the 1.3 M-parameter nanochat trained from scratch

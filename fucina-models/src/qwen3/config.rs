@@ -19,8 +19,14 @@ pub struct MoeConfig {
     pub experts: usize,
     /// SwiGLU inner width of one expert.
     pub expert_ffn: usize,
-    /// Shared experts, run on every token as one SwiGLU of `shared * expert_ffn` width.
+    /// Shared experts, run on every token as one SwiGLU of `shared_ffn` width.
     pub shared: usize,
+    /// Inner width of the shared experts' SwiGLU (GLM-4.5: `shared * expert_ffn`; Qwen3.5-MoE:
+    /// `expert_shared_feed_forward_length`).
+    pub shared_ffn: usize,
+    /// The shared experts' output is scaled by `sigmoid(x . g)` per token (Qwen3.5-MoE's
+    /// `shared_expert_gate`, `ffn_gate_inp_shexp`).
+    pub shared_gate: bool,
     /// Leading layers that keep a dense SwiGLU of width `ffn` (GLM-4.5's
     /// `first_k_dense_replace`).
     pub dense_lead: usize,
@@ -124,7 +130,8 @@ pub struct Qwen3Config {
 }
 
 /// The architectures this config reads.
-pub const DECODER_ARCHITECTURES: &[&str] = &["qwen3", "qwen3moe", "qwen35", "qwen2", "llama", "glm4moe", "nanochat"];
+pub const DECODER_ARCHITECTURES: &[&str] =
+    &["qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen2", "llama", "glm4moe", "nanochat"];
 
 impl Qwen3Config {
     /// Reads the config of a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF, checking
@@ -152,7 +159,8 @@ impl Qwen3Config {
         if nextn >= blocks {
             return Err(bad(format!("{nextn} next-token-prediction layers of {blocks} blocks leave no decoder")));
         }
-        let moe = if f.arch == "qwen3moe" || f.arch == "glm4moe" {
+        let qwen35 = f.arch == "qwen35" || f.arch == "qwen35moe";
+        let moe = if f.arch == "qwen3moe" || f.arch == "glm4moe" || f.arch == "qwen35moe" {
             let gating = match f.opt_usize("expert_gating_func")? {
                 None | Some(0) | Some(1) => Gating::Softmax,
                 Some(2) => Gating::Sigmoid,
@@ -160,10 +168,21 @@ impl Qwen3Config {
                     return Err(bad(format!("expert_gating_func {other} is not supported (1 softmax, 2 sigmoid)")))
                 }
             };
+            let expert_ffn = f.usize("expert_feed_forward_length")?;
+            // Qwen3.5-MoE names its shared expert's width; GLM-4.5 counts expert-sized ones.
+            let (shared, shared_ffn) = match f.opt_usize("expert_shared_feed_forward_length")? {
+                Some(w) if w > 0 => (1, w),
+                _ => {
+                    let n = f.opt_usize("expert_shared_count")?.unwrap_or(0);
+                    (n, n.checked_mul(expert_ffn).ok_or_else(|| bad(format!("{n} shared experts of {expert_ffn}")))?)
+                }
+            };
             Some(MoeConfig {
                 experts: f.usize("expert_count")?,
-                expert_ffn: f.usize("expert_feed_forward_length")?,
-                shared: f.opt_usize("expert_shared_count")?.unwrap_or(0),
+                expert_ffn,
+                shared,
+                shared_ffn,
+                shared_gate: f.arch == "qwen35moe",
                 dense_lead: f.opt_usize("leading_dense_block_count")?.unwrap_or(0),
                 routing: Routing {
                     used: f.usize("expert_used_count")?,
@@ -171,7 +190,7 @@ impl Qwen3Config {
                     groups: f.opt_usize("expert_group_count")?.unwrap_or(1).max(1),
                     groups_used: f.opt_usize("expert_group_used_count")?.unwrap_or(1).max(1),
                     // llama.cpp renormalizes Qwen3-MoE's top-k weights unless told otherwise.
-                    norm_topk: f.bool_or("expert_weights_norm", f.arch == "qwen3moe")?,
+                    norm_topk: f.bool_or("expert_weights_norm", f.arch == "qwen3moe" || f.arch == "qwen35moe")?,
                     scale: f.f32_or("expert_weights_scale", 1.0)?,
                 },
             })
@@ -181,7 +200,12 @@ impl Qwen3Config {
         let c = Qwen3Config {
             layers: blocks - nextn,
             hidden,
-            ffn: f.usize("feed_forward_length")?,
+            // A model whose every layer routes to experts may have no dense width.
+            ffn: match (&moe, f.opt_usize("feed_forward_length")?) {
+                (_, Some(w)) => w,
+                (Some(m), None) if m.dense_lead == 0 => m.expert_ffn,
+                (_, None) => f.usize("feed_forward_length")?,
+            },
             heads,
             kv_heads: f.opt_usize("attention.head_count_kv")?.unwrap_or(heads),
             head_dim,
@@ -218,8 +242,8 @@ impl Qwen3Config {
             // 0 or absent: no cap.
             logit_softcap: Some(f.f32_or("final_logit_softcapping", 0.0)?).filter(|c| *c != 0.0),
             rope_reversed: nanochat,
-            attn_gate: f.arch == "qwen35",
-            deltanet: if f.arch == "qwen35" { Some(deltanet_config(f, blocks - nextn)?) } else { None },
+            attn_gate: qwen35,
+            deltanet: if qwen35 { Some(deltanet_config(f, blocks - nextn)?) } else { None },
         };
         if let Some(cap) = c.logit_softcap {
             if !(cap.is_finite() && cap > 0.0) {
@@ -267,7 +291,7 @@ impl Qwen3Config {
                 return bad(format!("{} experts of width {}", m.experts, m.expert_ffn));
             }
             m.routing.check(m.experts).or_else(bad)?;
-            product("shared experts", &[m.shared, m.expert_ffn, self.hidden])?;
+            product("shared experts", &[m.shared_ffn, self.hidden])?;
         }
         if let Some(d) = &self.deltanet {
             if d.conv_kernel == 0 || d.k_heads == 0 || d.head_k == 0 || d.head_v == 0 {

@@ -22,7 +22,7 @@ use fucina::ops::{causal_conv1d, gated_delta_rule, ConvState, DeltaForm, DeltaOp
 use fucina::prelude::*;
 use fucina::quant::QWeight;
 
-axis!(pub q_flat, pub kv_flat);
+axis!(pub q_flat, pub kv_flat, pub gate_out);
 axis!(pub conv_ch, pub tap, pub lin_k_head, pub lin_v_head, pub lin_k_dim, pub lin_v_dim, pub lin_v_flat);
 
 /// Attention projections and the per-head norms of one block.
@@ -129,6 +129,10 @@ pub struct Moe {
     pub experts: Vec<Mlp>,
     /// The shared experts as one SwiGLU.
     pub shared: Option<Mlp>,
+    /// `[gate_out = 1, hidden]`: the shared experts' output is scaled by `sigmoid(g x)`
+    /// (Qwen3.5-MoE).
+    #[module(skip)]
+    pub shared_gate: Option<QWeight<gate_out, hidden>>,
     /// How each token picks its experts.
     #[module(skip)]
     pub routing: Routing,
@@ -278,17 +282,17 @@ impl Qwen3 {
                                 .zip(downs)
                                 .map(|((gate, up), down)| Mlp { gate, up, down })
                                 .collect();
-                            let shared = if m.shared > 0 {
-                                Some(Mlp::load(f, l, "_shexp", m.shared * m.expert_ffn, h)?)
-                            } else {
-                                None
-                            };
+                            let shared =
+                                if m.shared > 0 { Some(Mlp::load(f, l, "_shexp", m.shared_ffn, h)?) } else { None };
+                            let shared_gate =
+                                if m.shared_gate { Some(f.matrix(&n("ffn_gate_inp_shexp"), 1, h)?) } else { None };
                             let bias = format!("blk.{l}.exp_probs_b.bias");
                             Ffn::Moe(Moe {
                                 router: f.matrix(&n("ffn_gate_inp"), e, h)?,
                                 bias: if f.has(&bias) { Some(f.dense(&bias, &[e])?) } else { None },
                                 experts,
                                 shared,
+                                shared_gate,
                                 routing: m.routing,
                             })
                         }
@@ -388,6 +392,9 @@ impl Qwen3 {
                 Ffn::Moe(moe) => {
                     let r = &moe.router;
                     v.push((format!("blk.{l}.ffn_gate_inp"), r.ggml_type(), r.rows(), r.cols()));
+                    if let Some(g) = &moe.shared_gate {
+                        v.push((format!("blk.{l}.ffn_gate_inp_shexp"), g.ggml_type(), g.rows(), g.cols()));
+                    }
                     let routed = moe.experts.iter().enumerate().map(|(e, m)| (format!(".{e}"), m));
                     routed.chain(moe.shared.iter().map(|m| ("_shexp".to_string(), m))).collect()
                 }
@@ -644,9 +651,10 @@ impl Moe {
         let n = self.experts.len();
         let (assigned, chosen) =
             crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.routing, bias.as_deref(), lg)));
-        let mut y = match &self.shared {
-            Some(m) => m.forward(x)?.to_f32_vec(),
-            None => vec![0.0f32; s * h],
+        let mut y = match (&self.shared, &self.shared_gate) {
+            (Some(m), Some(g)) => m.forward(x)?.mul(&g.forward(x)?.sigmoid()?.sum::<axes![gate_out]>()?)?.to_f32_vec(),
+            (Some(m), None) => m.forward(x)?.to_f32_vec(),
+            (None, _) => vec![0.0f32; s * h],
         };
         crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts[e].forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
