@@ -208,12 +208,18 @@ impl ExecContext {
     }
 
     /// Runs a kernel call of about `work` elements (or multiply-adds): on the worker pool for
-    /// native, or inline and serial when the work is too small to pay for the hand-off.
+    /// native, or inline and serial when the work is too small to pay for the hand-off, or
+    /// when the caller is already one serial job of a parallel region (a side-by-side job
+    /// such as one expert of a decode step): handing its kernels to the pool would wake a
+    /// pool thread per kernel to do what this thread then waits for, with the team's helper
+    /// on the same cores.
     pub fn run<R: Send>(&self, work: usize, f: impl FnOnce(&dyn Kernels) -> R + Send) -> R {
         let k = self.inner.kernels;
         match self.inner.config.backend {
             BackendKind::Scalar => f(k),
-            BackendKind::Native if work < INLINE_WORK || self.inner.threads == 1 => crate::backend::serial(|| f(k)),
+            BackendKind::Native if work < INLINE_WORK || self.inner.threads == 1 || crate::backend::in_serial() => {
+                crate::backend::serial(|| f(k))
+            }
             BackendKind::Native => self.inner.pool.install(|| f(k)),
         }
     }
