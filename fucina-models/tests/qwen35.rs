@@ -118,3 +118,65 @@ fn a_recurrent_cache_cannot_rewind() {
     let again = lm.model.forward(&[1, 2, 3, 4], &mut cache, LogitRows::Last).unwrap().to_f32_vec();
     assert_eq!(first, again, "the cleared states start from zero again");
 }
+
+/// The server on a Qwen3.5 file: a slot's cache carries recurrent states, which keep no
+/// prefix, so a request that shares a prefix with the slot's last one is fed whole again. Each
+/// answer must be the library's own greedy answer from a fresh cache (a reused, stale state
+/// would change them), including the same request twice and a longer conversation on the
+/// first one's prefix; `--speculate` must not draft (a rejected draft cannot be taken back).
+#[test]
+fn the_server_answers_from_fresh_states_on_a_recurrent_model() {
+    use fucina_models::llm::chat::{render_chat, Message, Role};
+    use fucina_models::llm::generate::{generate, GenerateOptions};
+    use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
+    use serde_json::{json, Value};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/qwen35-tiny-f32.gguf");
+    let reference = |messages: &[Message]| -> String {
+        let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+        let _g = ctx.enter();
+        let lm = fucina_models::lm::open(&path, false).unwrap();
+        let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+        let prompt = tok.encode(&render_chat(messages, true)).unwrap();
+        let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
+        let mut sampler = Sampler::new(SamplingParams::default());
+        let stops = fucina_models::llm::cli::stop_tokens(&lm.header, &tok);
+        let opts = GenerateOptions { max_tokens: 12, stop_tokens: stops, ..GenerateOptions::default() };
+        let mut text = String::new();
+        generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
+            text.push_str(s);
+            true
+        })
+        .unwrap();
+        text
+    };
+    let server = common::start(&[
+        path.to_str().unwrap(),
+        "--threads",
+        "2",
+        "--parallel",
+        "1",
+        "--max-tokens",
+        "12",
+        "--speculate",
+        "4",
+        "--reasoning-format",
+        "inline",
+    ]);
+    let ask = |messages: &[(&str, &str)]| -> String {
+        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+        let body = json!({"model": "qwen35-tiny-f32", "messages": msgs, "temperature": 0});
+        let r: Value =
+            ureq::post(&format!("{}/v1/chat/completions", server.base)).send_json(body).unwrap().into_json().unwrap();
+        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+    };
+    let first = ask(&[("user", "hello there")]);
+    assert_eq!(first, reference(&[Message::new(Role::User, "hello there")]));
+    assert_eq!(ask(&[("user", "hello there")]), first, "the same request again");
+    let longer = [("user", "hello there"), ("assistant", first.as_str()), ("user", "and again")];
+    let want = reference(&[
+        Message::new(Role::User, "hello there"),
+        Message::new(Role::Assistant, first.as_str()),
+        Message::new(Role::User, "and again"),
+    ]);
+    assert_eq!(ask(&longer), want, "a conversation on the first request's prefix");
+}
