@@ -37,9 +37,10 @@ pub enum DeltaForm {
     Chunked,
 }
 
-/// The sizes of one gated delta rule call.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeltaRule {
+/// One gated delta rule call: the sizes and the operands (queries and keys `[s, kh, dk]`,
+/// values `[s, vh, dv]`, log decays and update strengths `[s, vh]`).
+#[derive(Clone, Copy)]
+pub struct DeltaRule<'a> {
     /// Positions.
     pub s: usize,
     /// Key (and query) heads.
@@ -54,9 +55,29 @@ pub struct DeltaRule {
     pub scale: f32,
     /// Key head of each value head.
     pub map: HeadMap,
+    /// Queries.
+    pub q: &'a [f32],
+    /// Keys.
+    pub k: &'a [f32],
+    /// Values.
+    pub v: &'a [f32],
+    /// Log decays (`<= 0`: the state is multiplied by `exp(g)`).
+    pub g: &'a [f32],
+    /// Update strengths.
+    pub beta: &'a [f32],
 }
 
-impl DeltaRule {
+impl std::fmt::Debug for DeltaRule<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeltaRule {{ s: {}, kh: {}, vh: {}, dk: {}, dv: {}, scale: {}, map: {:?} }}",
+            self.s, self.kh, self.vh, self.dk, self.dv, self.scale, self.map
+        )
+    }
+}
+
+impl DeltaRule<'_> {
     /// The key head value head `h` reads.
     pub fn key_head(&self, h: usize) -> usize {
         match self.map {
@@ -66,18 +87,8 @@ impl DeltaRule {
     }
 
     /// Checks the sizes (nonzero heads and widths, `vh` a multiple of `kh`, no overflow) and
-    /// the lengths of every operand.
-    #[allow(clippy::too_many_arguments)]
-    pub fn check(
-        &self,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        g: &[f32],
-        beta: &[f32],
-        state: &[f32],
-        out: &[f32],
-    ) -> Result<()> {
+    /// the lengths of every operand, the state `[vh, dk, dv]` and the output `[s, vh, dv]`.
+    pub fn check(&self, state: &[f32], out: &[f32]) -> Result<()> {
         let bad = |msg: String| FucinaError::InvalidArgument { op: "gated_delta_rule", msg };
         if self.kh == 0 || self.vh == 0 || self.dk == 0 || self.dv == 0 || !self.vh.is_multiple_of(self.kh) {
             return Err(bad(format!(
@@ -87,11 +98,11 @@ impl DeltaRule {
         }
         let n = |a: usize, b: usize, c: usize| a.checked_mul(b).and_then(|x| x.checked_mul(c));
         for (name, len, want) in [
-            ("queries", q.len(), n(self.s, self.kh, self.dk)),
-            ("keys", k.len(), n(self.s, self.kh, self.dk)),
-            ("values", v.len(), n(self.s, self.vh, self.dv)),
-            ("decays", g.len(), n(self.s, self.vh, 1)),
-            ("update strengths", beta.len(), n(self.s, self.vh, 1)),
+            ("queries", self.q.len(), n(self.s, self.kh, self.dk)),
+            ("keys", self.k.len(), n(self.s, self.kh, self.dk)),
+            ("values", self.v.len(), n(self.s, self.vh, self.dv)),
+            ("decays", self.g.len(), n(self.s, self.vh, 1)),
+            ("update strengths", self.beta.len(), n(self.s, self.vh, 1)),
             ("state", state.len(), n(self.vh, self.dk, self.dv)),
             ("output", out.len(), n(self.s, self.vh, self.dv)),
         ] {
@@ -107,18 +118,8 @@ impl DeltaRule {
 /// head's `[dk, dv]` state (updated), `out` its `[s, dv]` output rows. Per position `t`, with
 /// `k`, `q` the key and query of the head's key head:
 /// `S = exp(g_t) S`, `d = beta_t (v_t - S^T k)`, `S += k d^T`, `o_t = scale S^T q`.
-#[allow(clippy::too_many_arguments)]
-pub fn recurrent_head(
-    p: &DeltaRule,
-    h: usize,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn recurrent_head(p: &DeltaRule<'_>, h: usize, state: &mut [f32], out: &mut [f32]) {
+    let (q, k, v, g, beta) = (p.q, p.k, p.v, p.g, p.beta);
     let (dk, dv, kh) = (p.dk, p.dv, p.key_head(h));
     let mut delta = vec![0.0f32; dv];
     for t in 0..p.s {
@@ -154,18 +155,8 @@ pub fn recurrent_head(
 /// forward substitution for `U = T^-1 (beta v)` and `W = T^-1 (beta exp(G) k)`; then
 /// `v'_i = U_i - W_i S`, `o_i = scale (exp(G_i) q_i S + sum_{j<=i} (q_i . k_j) exp(G_i - G_j) v'_j)`
 /// and `S = exp(G_last) S + sum_j exp(G_last - G_j) k_j v'_j^T`.
-#[allow(clippy::too_many_arguments)]
-pub fn chunked_head(
-    p: &DeltaRule,
-    h: usize,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn chunked_head(p: &DeltaRule<'_>, h: usize, state: &mut [f32], out: &mut [f32]) {
+    let (q, k, v, g, beta) = (p.q, p.k, p.v, p.g, p.beta);
     let (dk, dv, kh) = (p.dk, p.dv, p.key_head(h));
     let dot = super::dot8;
     let mut cum = vec![0.0f32; CHUNK];
@@ -243,27 +234,15 @@ pub fn chunked_head(
 }
 
 /// Runs value head `h` in the given form (`Auto` is the recurrent form here).
-#[allow(clippy::too_many_arguments)]
-pub fn delta_head(
-    p: &DeltaRule,
-    form: DeltaForm,
-    h: usize,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn delta_head(p: &DeltaRule<'_>, form: DeltaForm, h: usize, state: &mut [f32], out: &mut [f32]) {
     match form {
-        DeltaForm::Chunked => chunked_head(p, h, q, k, v, g, beta, state, out),
-        _ => recurrent_head(p, h, q, k, v, g, beta, state, out),
+        DeltaForm::Chunked => chunked_head(p, h, state, out),
+        _ => recurrent_head(p, h, state, out),
     }
 }
 
 /// Copies head `h`'s `[s, dv]` rows into the `[s, vh, dv]` output.
-pub fn scatter_head(p: &DeltaRule, h: usize, local: &[f32], out: &mut [f32]) {
+pub fn scatter_head(p: &DeltaRule<'_>, h: usize, local: &[f32], out: &mut [f32]) {
     for (t, row) in local.chunks_exact(p.dv).enumerate().take(p.s) {
         out[(t * p.vh + h) * p.dv..][..p.dv].copy_from_slice(row);
     }
@@ -275,27 +254,19 @@ pub fn scatter_head(p: &DeltaRule, h: usize, local: &[f32], out: &mut [f32]) {
 /// ```
 /// use fucina::backend::delta::{gated_delta_rule_spec, DeltaForm, DeltaRule, HeadMap};
 /// // One head of width 1, no decay, beta 1: the state learns v / k at once.
-/// let p = DeltaRule { s: 2, kh: 1, vh: 1, dk: 1, dv: 1, scale: 1.0, map: HeadMap::Tiled };
-/// let (q, k, v) = ([1.0, 1.0], [1.0, 1.0], [3.0, 5.0]);
+/// let (q, v) = ([1.0, 1.0], [3.0, 5.0]);
+/// let p = DeltaRule {
+///     s: 2, kh: 1, vh: 1, dk: 1, dv: 1, scale: 1.0, map: HeadMap::Tiled,
+///     q: &q, k: &q, v: &v, g: &[0.0, 0.0], beta: &[1.0, 1.0],
+/// };
 /// let (mut state, mut out) = ([0.0], [0.0, 0.0]);
-/// gated_delta_rule_spec(&p, DeltaForm::Recurrent, &q, &k, &v, &[0.0, 0.0], &[1.0, 1.0], &mut state, &mut out);
+/// gated_delta_rule_spec(&p, DeltaForm::Recurrent, &mut state, &mut out);
 /// assert_eq!((out, state), ([3.0, 5.0], [5.0]));
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub fn gated_delta_rule_spec(
-    p: &DeltaRule,
-    form: DeltaForm,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn gated_delta_rule_spec(p: &DeltaRule<'_>, form: DeltaForm, state: &mut [f32], out: &mut [f32]) {
     let mut local = vec![0.0f32; p.s * p.dv];
     for (h, st) in state.chunks_exact_mut(p.dk * p.dv).enumerate().take(p.vh) {
-        delta_head(p, form, h, q, k, v, g, beta, st, &mut local);
+        delta_head(p, form, h, st, &mut local);
         scatter_head(p, h, &local, out);
     }
 }

@@ -701,20 +701,8 @@ pub trait Kernels: Send + Sync + 'static {
     }
     /// The gated delta rule over `p.s` positions from `state` (updated): the output `[s, vh,
     /// dv]`, in the given form; [`delta::gated_delta_rule_spec`] is the specification.
-    #[allow(clippy::too_many_arguments)]
-    fn gated_delta_rule(
-        &self,
-        p: &delta::DeltaRule,
-        form: delta::DeltaForm,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        g: &[f32],
-        beta: &[f32],
-        state: &mut [f32],
-        out: &mut [f32],
-    ) {
-        delta::gated_delta_rule_spec(p, form, q, k, v, g, beta, state, out)
+    fn gated_delta_rule(&self, p: &delta::DeltaRule<'_>, form: delta::DeltaForm, state: &mut [f32], out: &mut [f32]) {
+        delta::gated_delta_rule_spec(p, form, state, out)
     }
     /// A causal depthwise convolution that continues from `state` (updated);
     /// [`delta::causal_conv1d_spec`] is the specification.

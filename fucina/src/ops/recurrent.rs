@@ -190,12 +190,12 @@ pub fn gated_delta_rule<KH: Axis, VH: Axis, DK: Axis, DV: Axis>(
     let tracked = q.is_tracked() || k.is_tracked() || v.is_tracked() || g.is_tracked() || beta.is_tracked();
     untracked("gated_delta_rule", &[tracked])?;
     let (qs, vs) = (q.shape(), v.shape());
-    let p = DeltaRule { s: qs[0], kh: qs[1], vh: vs[1], dk: qs[2], dv: vs[2], scale: opts.scale, map: opts.map };
+    let (s_, kh, vh, dk, dv) = (qs[0], qs[1], vs[1], qs[2], vs[2]);
     let sizes_agree = k.shape() == qs
-        && vs[0] == p.s
-        && g.shape() == [p.s, p.vh]
-        && beta.shape() == [p.s, p.vh]
-        && (state.heads, state.dk, state.dv) == (p.vh, p.dk, p.dv);
+        && vs[0] == s_
+        && g.shape() == [s_, vh]
+        && beta.shape() == [s_, vh]
+        && (state.heads, state.dk, state.dv) == (vh, dk, dv);
     if !sizes_agree {
         return Err(FucinaError::InvalidArgument {
             op: "gated_delta_rule",
@@ -218,13 +218,25 @@ pub fn gated_delta_rule<KH: Axis, VH: Axis, DK: Axis, DV: Axis>(
         contiguous_f32(&ctx, v.raw(), name)?,
     );
     let (gd, bd) = (contiguous_f32(&ctx, g.raw(), name)?, contiguous_f32(&ctx, beta.raw(), name)?);
+    let p = DeltaRule {
+        s: s_,
+        kh,
+        vh,
+        dk,
+        dv,
+        scale: opts.scale,
+        map: opts.map,
+        q: &qd,
+        k: &kd,
+        v: &vd,
+        g: &gd,
+        beta: &bd,
+    };
     let mut out = ctx.alloc(p.s * p.vh * p.dv);
-    p.check(&qd, &kd, &vd, &gd, &bd, &state.data, &out)?;
+    p.check(&state.data, &out)?;
     let st = &mut state.data;
     let form = opts.form;
-    ctx.run(p.s * p.vh * p.dk * p.dv * 4, |kern| {
-        kern.gated_delta_rule(&p, form, &qd, &kd, &vd, &gd, &bd, st, &mut out)
-    });
+    ctx.run(p.s * p.vh * p.dk * p.dv * 4, |kern| kern.gated_delta_rule(&p, form, st, &mut out));
     Tensor::from_raw(ctx.wrap_f32(out, &[p.s, p.vh, p.dv])?)
 }
 

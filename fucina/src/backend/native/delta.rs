@@ -14,18 +14,7 @@ use crate::backend::delta::{
 use std::sync::Mutex;
 
 /// Value heads side by side on the team, each from its own slice of the state.
-#[allow(clippy::too_many_arguments)]
-pub fn gated_delta_rule(
-    p: &DeltaRule,
-    form: DeltaForm,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn gated_delta_rule(p: &DeltaRule<'_>, form: DeltaForm, state: &mut [f32], out: &mut [f32]) {
     let form = match form {
         DeltaForm::Auto => DeltaForm::Recurrent,
         f => f,
@@ -36,7 +25,7 @@ pub fn gated_delta_rule(
         // Each task locks only its own head: never contended.
         let mut slot = slots[h].lock().unwrap_or_else(|e| e.into_inner());
         let (st, local) = &mut *slot;
-        delta_head(p, form, h, q, k, v, g, beta, st, local);
+        delta_head(p, form, h, st, local);
     };
     let work = p.s * p.vh * p.dk * p.dv;
     if super::par(work) && p.vh > 1 {

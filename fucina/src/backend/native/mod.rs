@@ -254,17 +254,12 @@ impl Kernels for Native {
 
     fn gated_delta_rule(
         &self,
-        p: &super::delta::DeltaRule,
+        p: &super::delta::DeltaRule<'_>,
         form: super::delta::DeltaForm,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        g: &[f32],
-        beta: &[f32],
         state: &mut [f32],
         out: &mut [f32],
     ) {
-        delta::gated_delta_rule(p, form, q, k, v, g, beta, state, out)
+        delta::gated_delta_rule(p, form, state, out)
     }
 
     fn causal_conv1d(&self, p: &super::delta::CausalConv, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
