@@ -163,8 +163,8 @@ pub enum Ffn {
     Dense(Mlp),
     /// A squared-ReLU MLP (nanochat).
     Relu2(Relu2Mlp),
-    /// A mixture of experts.
-    Moe(Moe),
+    /// A mixture of experts (boxed: it holds many more matrices than the dense variants).
+    Moe(Box<Moe>),
 }
 
 /// One pre-norm transformer block.
@@ -287,14 +287,14 @@ impl Qwen3 {
                             let shared_gate =
                                 if m.shared_gate { Some(f.matrix(&n("ffn_gate_inp_shexp"), 1, h)?) } else { None };
                             let bias = format!("blk.{l}.exp_probs_b.bias");
-                            Ffn::Moe(Moe {
+                            Ffn::Moe(Box::new(Moe {
                                 router: f.matrix(&n("ffn_gate_inp"), e, h)?,
                                 bias: if f.has(&bias) { Some(f.dense(&bias, &[e])?) } else { None },
                                 experts,
                                 shared,
                                 shared_gate,
                                 routing: m.routing,
-                            })
+                            }))
                         }
                         _ if c.ffn_act == FfnAct::Relu2 => Ffn::Relu2(Relu2Mlp {
                             up: f.matrix(&n("ffn_up"), c.ffn, h)?,
