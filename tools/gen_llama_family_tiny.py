@@ -89,21 +89,24 @@ def converter():
     return convert_hf_to_gguf, conversion.base
 
 
-def convert(model, tok, specials, pre, out, name, spm_model=None):
+def convert(model, tok, specials, pre, out, name, spm_model=None, extra_args=()):
     """Saves `model` with `tok` (or the SentencePiece file `spm_model`) and converts the
-    directory to `out` (F32) with the sdist's converter, naming the BPE's pre-tokenizer `pre`."""
+    directory to `out` (F32) with the sdist's converter, naming the BPE's pre-tokenizer `pre`.
+    `specials` names the bos and eos tokens (either may be None) and optionally a pad token;
+    `extra_args` go to the converter's command line."""
     conv, base = converter()
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d)
         if spm_model is None:
             fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=specials["bos"],
-                                           eos_token=specials["eos"])
+                                           eos_token=specials["eos"], pad_token=specials.get("pad"))
             fast.save_pretrained(d)
         else:
             shutil.copy(spm_model, os.path.join(d, "tokenizer.model"))
         argv = sys.argv
-        sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", out, "--outtype", "f32", "--model-name", name]
+        sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", out, "--outtype", "f32", "--model-name", name,
+                    *extra_args]
         try:
             conv.main()
         finally:

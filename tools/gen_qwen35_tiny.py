@@ -23,14 +23,11 @@ attention), converted to GGUF by llama.cpp's own converter, and its goldens.
 """
 import json
 import os
-import sys
-import tempfile
 
 import torch
-from transformers import (PreTrainedTokenizerFast, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM,
-                          Qwen3_5MoeTextConfig, Qwen3_5TextConfig)
+from transformers import Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig, Qwen3_5TextConfig
 
-from gen_llama_family_tiny import converter, reference
+from gen_llama_family_tiny import convert as convert_file, reference
 from tiny_tokenizer import SPECIALS, train_tokenizer
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -84,18 +81,10 @@ def randomize(model):
 
 
 def convert(model, tok, path, name):
-    conv, base = converter()
-    base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen35"
-    with tempfile.TemporaryDirectory() as d:
-        model.save_pretrained(d)
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-        fast.save_pretrained(d)
-        argv = sys.argv
-        sys.argv = ["convert_hf_to_gguf.py", d, "--outfile", path, "--outtype", "f32", "--no-mtp", "--model-name", name]
-        try:
-            conv.main()
-        finally:
-            sys.argv = argv
+    """llama.cpp's converter on `model`, as Qwen3.5's tokenizer files name their specials (no
+    BOS, `<|im_end|>` ends a turn); `--no-mtp`: the checkpoint has no MTP layer."""
+    specials = {"bos": None, "eos": "<|im_end|>", "pad": "<|endoftext|>"}
+    convert_file(model, tok, specials, "qwen35", path, name, extra_args=["--no-mtp"])
 
 
 def main():
