@@ -126,29 +126,11 @@ fn a_recurrent_cache_cannot_rewind() {
 /// first one's prefix; `--speculate` must not draft (a rejected draft cannot be taken back).
 #[test]
 fn the_server_answers_from_fresh_states_on_a_recurrent_model() {
-    use fucina_models::llm::chat::{render_chat, Message, Role};
-    use fucina_models::llm::generate::{generate, GenerateOptions};
-    use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
+    use fucina_models::llm::chat::{Message, Role};
+    use fucina_models::llm::SamplingParams;
     use serde_json::{json, Value};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/qwen35-tiny-f32.gguf");
-    let reference = |messages: &[Message]| -> String {
-        let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
-        let _g = ctx.enter();
-        let lm = fucina_models::lm::open(&path, false).unwrap();
-        let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-        let prompt = tok.encode(&render_chat(messages, true)).unwrap();
-        let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
-        let mut sampler = Sampler::new(SamplingParams::default());
-        let stops = fucina_models::llm::cli::stop_tokens(&lm.header, &tok);
-        let opts = GenerateOptions { max_tokens: 12, stop_tokens: stops, ..GenerateOptions::default() };
-        let mut text = String::new();
-        generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
-            text.push_str(s);
-            true
-        })
-        .unwrap();
-        text
-    };
+    let reference = |messages: &[Message]| common::library_answer(&path, messages, 12, SamplingParams::default());
     let server = common::start(&[
         path.to_str().unwrap(),
         "--threads",

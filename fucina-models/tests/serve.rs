@@ -5,7 +5,7 @@
 use fucina::prelude::*;
 use fucina_models::llm::chat::{render_chat, Message, Role};
 use fucina_models::llm::cli::{default_model, stop_tokens};
-use fucina_models::llm::generate::{generate, generate_observed, GenerateOptions};
+use fucina_models::llm::generate::{generate_observed, GenerateOptions};
 use fucina_models::llm::KvType;
 use fucina_models::llm::{Sampler, SamplingParams, Tokenizer};
 use serde_json::{json, Value};
@@ -35,21 +35,7 @@ fn reference(user: &str, max_tokens: usize) -> String {
 
 /// The library's own answer to one user message with these sampling settings.
 fn reference_with(user: &str, max_tokens: usize, params: SamplingParams) -> String {
-    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
-    let _g = ctx.enter();
-    let lm = fucina_models::lm::open(&default_model(), false).unwrap();
-    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-    let prompt = tok.encode(&render_chat(&[Message::new(Role::User, user)], true)).unwrap();
-    let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
-    let mut sampler = Sampler::new(params);
-    let opts = GenerateOptions { max_tokens, stop_tokens: stop_tokens(&lm.header, &tok), ..GenerateOptions::default() };
-    let mut text = String::new();
-    generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
-        text.push_str(s);
-        true
-    })
-    .unwrap();
-    text
+    common::library_answer(&default_model(), &[Message::new(Role::User, user)], max_tokens, params)
 }
 
 fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {

@@ -24,6 +24,36 @@ impl Drop for Server {
     }
 }
 
+/// The library's own answer to `messages` (rendered as ChatML with thinking on, as the server
+/// renders them for these models) on the model at `path`, from a fresh cache of 256
+/// positions on 2 native threads: the reference a server's answer must equal.
+pub fn library_answer(
+    path: &std::path::Path,
+    messages: &[fucina_models::llm::chat::Message],
+    max_tokens: usize,
+    params: fucina_models::llm::SamplingParams,
+) -> String {
+    use fucina::prelude::*;
+    use fucina_models::llm::generate::{generate, GenerateOptions};
+    use fucina_models::llm::{KvType, Sampler, Tokenizer};
+    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+    let _g = ctx.enter();
+    let lm = fucina_models::lm::open(path, false).unwrap();
+    let tok = Tokenizer::from_gguf(&lm.header).unwrap();
+    let prompt = tok.encode(&fucina_models::llm::chat::render_chat(messages, true)).unwrap();
+    let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
+    let mut sampler = Sampler::new(params);
+    let stop_tokens = fucina_models::llm::cli::stop_tokens(&lm.header, &tok);
+    let opts = GenerateOptions { max_tokens, stop_tokens, ..GenerateOptions::default() };
+    let mut text = String::new();
+    generate(&*lm.model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |s| {
+        text.push_str(s);
+        true
+    })
+    .unwrap();
+    text
+}
+
 /// Starts `serve --port 0` with `args` and waits for its address.
 pub fn start(args: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
