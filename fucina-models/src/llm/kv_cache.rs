@@ -82,15 +82,25 @@ enum Slab {
     Blocks(Vec<u8>),
 }
 
+/// The geometry of one layer's cache: heads and the widths of a key and a value row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerShape {
+    /// Key/value heads.
+    pub heads: usize,
+    /// Width of a key row.
+    pub key_dim: usize,
+    /// Width of a value row (0: the layer stores keys only).
+    pub value_dim: usize,
+}
+
 /// Keys and values for every layer, for up to `capacity` positions.
 #[derive(Debug)]
 pub struct KvCache {
     keys: Vec<Slab>,
     values: Vec<Slab>,
-    heads: usize,
+    /// Per layer: heads and row widths (Gemma 4's layers differ).
+    shapes: Vec<LayerShape>,
     capacity: usize,
-    key_dim: usize,
-    value_dim: usize,
     len: usize,
     kind: KvType,
     /// The carried states of recurrent layers (Qwen3.5's Gated DeltaNet), one per such layer.
@@ -108,28 +118,43 @@ impl KvCache {
         capacity: usize,
         kind: impl Into<KvType>,
     ) -> Result<KvCache> {
+        KvCache::with_shapes(&vec![LayerShape { heads, key_dim, value_dim }; layers], capacity, kind)
+    }
+
+    /// A cache whose layers each have their own geometry (`shapes[layer]`), holding up to
+    /// `capacity` positions stored as `kind`. The memory is taken up front, after checking
+    /// the whole of it against what the machine has.
+    pub fn with_shapes(shapes: &[LayerShape], capacity: usize, kind: impl Into<KvType>) -> Result<KvCache> {
         let kind = kind.into();
         debug_assert_eq!(Q8_0_BYTES, GgmlType::Q8_0.block_bytes());
-        if kind == KvType::Q8_0 && (!key_dim.is_multiple_of(32) || !value_dim.is_multiple_of(32)) {
+        if let Some(s) = shapes
+            .iter()
+            .find(|s| kind == KvType::Q8_0 && !(s.key_dim.is_multiple_of(32) && s.value_dim.is_multiple_of(32)))
+        {
             return Err(FucinaError::InvalidArgument {
                 op: "KvCache",
                 msg: format!(
-                    "a q8_0 cache stores whole 32-value blocks; this model's rows are {key_dim} and {value_dim} wide"
+                    "a q8_0 cache stores whole 32-value blocks; this model's rows are {} and {} wide",
+                    s.key_dim, s.value_dim
                 ),
             });
         }
         // The whole cache is checked against the memory the machine has before any of it is
         // taken, so `--ctx 100000000` is an error that says what it needs, not an abort.
-        let per_layer = heads.checked_mul(capacity).and_then(|x| x.checked_mul(key_dim.checked_add(value_dim)?));
-        let total = per_layer
-            .and_then(|x| x.checked_mul(layers))
+        let layer_bytes = |s: &LayerShape| {
+            s.heads.checked_mul(capacity).and_then(|x| x.checked_mul(s.key_dim.checked_add(s.value_dim)?))
+        };
+        let total = shapes
+            .iter()
+            .try_fold(0usize, |acc, s| acc.checked_add(layer_bytes(s)?))
             .and_then(|x| x.checked_mul(kind.bytes_per_32()))
             .map(|x| x.div_ceil(32));
-        let what = format!("a KV cache of {capacity} positions ({layers} layers, {heads} heads)");
+        let heads = shapes.iter().map(|s| s.heads).max().unwrap_or(0);
+        let what = format!("a KV cache of {capacity} positions ({} layers, {heads} heads)", shapes.len());
         let total =
             total.ok_or_else(|| FucinaError::OutOfMemory { what: what.clone(), bytes: usize::MAX, available: 0 })?;
         alloc::check_available(&what, total)?;
-        let slab = |dim: usize| -> Result<Slab> {
+        let slab = |heads: usize, dim: usize| -> Result<Slab> {
             let n = heads * capacity * dim; // bounded by `total` above
             Ok(match kind {
                 KvType::F32 => Slab::Dense(Arc::new(Storage::new(Buffer::F32(alloc::try_vec(&what, n, 0.0)?)))),
@@ -138,15 +163,21 @@ impl KvCache {
             })
         };
         Ok(KvCache {
-            keys: (0..layers).map(|_| slab(key_dim)).collect::<Result<_>>()?,
-            values: (0..layers).map(|_| slab(value_dim)).collect::<Result<_>>()?,
-            heads,
+            keys: shapes.iter().map(|s| slab(s.heads, s.key_dim)).collect::<Result<_>>()?,
+            values: shapes.iter().map(|s| slab(s.heads, s.value_dim)).collect::<Result<_>>()?,
+            shapes: shapes.to_vec(),
             capacity,
-            key_dim,
-            value_dim,
             len: 0,
             kind,
             recurrent: Vec::new(),
+        })
+    }
+
+    /// Layer `layer`'s geometry, or an error naming the layer.
+    fn shape(&self, layer: usize) -> Result<LayerShape> {
+        self.shapes.get(layer).copied().ok_or_else(|| FucinaError::InvalidArgument {
+            op: "KvCache",
+            msg: format!("layer {layer} of a cache holding {}", self.shapes.len()),
         })
     }
 
@@ -237,8 +268,8 @@ impl KvCache {
         k: &Tensor<axes![kv_head, seq, head_dim]>,
         v: &Tensor<axes![kv_head, seq, head_dim]>,
     ) -> Result<()> {
-        let (heads, cap, at) = (self.heads, self.capacity, self.len);
-        let (kd, vd) = (self.key_dim, self.value_dim);
+        let LayerShape { heads, key_dim: kd, value_dim: vd } = self.shape(layer)?;
+        let (cap, at) = (self.capacity, self.len);
         let n = k.size::<seq>();
         self.check_room(n)?;
         check_shape("keys", k.shape(), &[heads, n, kd])?;
@@ -284,11 +315,12 @@ impl KvCache {
     /// values are a prefix of each key row).
     pub fn write_keys(&mut self, layer: usize, k: &Tensor<axes![kv_head, seq, head_dim]>) -> Result<()> {
         let n = k.size::<seq>();
-        let empty = Tensor::<axes![kv_head, seq, head_dim]>::from_vec(Vec::<f32>::new(), &[self.heads, n, 0])?;
-        if self.value_dim != 0 {
+        let shape = self.shape(layer)?;
+        let empty = Tensor::<axes![kv_head, seq, head_dim]>::from_vec(Vec::<f32>::new(), &[shape.heads, n, 0])?;
+        if shape.value_dim != 0 {
             return Err(FucinaError::InvalidArgument {
                 op: "KvCache::write_keys",
-                msg: format!("this cache also stores values ({} wide)", self.value_dim),
+                msg: format!("this cache also stores values ({} wide)", shape.value_dim),
             });
         }
         self.write(layer, k, &empty)
@@ -304,12 +336,14 @@ impl KvCache {
     /// Keys of `layer` for positions `0..len+extra` (`extra`: positions written by
     /// [`KvCache::write`] but not yet committed), as a zero-copy view (f32 and f16 caches).
     pub fn keys(&self, layer: usize, extra: usize) -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
-        self.view(&self.keys[layer], self.key_dim, self.key_dim, extra)
+        let s = self.shape(layer)?;
+        self.view(&self.keys[layer], s.heads, s.key_dim, s.key_dim, extra)
     }
 
     /// Values of `layer`, as [`KvCache::keys`].
     pub fn values(&self, layer: usize, extra: usize) -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
-        self.view(&self.values[layer], self.value_dim, self.value_dim, extra)
+        let s = self.shape(layer)?;
+        self.view(&self.values[layer], s.heads, s.value_dim, s.value_dim, extra)
     }
 
     fn filled(&self, extra: usize) -> Result<usize> {
@@ -320,10 +354,12 @@ impl KvCache {
         Ok(n)
     }
 
-    /// The first `width` elements of the rows (`dim` apart) of positions `0..len+extra`.
+    /// The first `width` elements of the rows (`dim` apart, `heads` of them per position) of
+    /// positions `0..len+extra`.
     fn view<X: Axis>(
         &self,
         slab: &Slab,
+        heads: usize,
         dim: usize,
         width: usize,
         extra: usize,
@@ -335,19 +371,20 @@ impl KvCache {
                 msg: "a q8_0 cache is read by KvCache::attend, not as a tensor".into(),
             });
         };
-        let layout = Layout::from_parts(vec![self.heads, n, width], vec![self.capacity * dim, dim, 1], 0);
+        let layout = Layout::from_parts(vec![heads, n, width], vec![self.capacity * dim, dim, 1], 0);
         Tensor::from_raw(RawTensor::from_storage(storage.clone(), layout)?)
     }
 
     fn blocks<'a, X: Axis>(
         &'a self,
         slab: &'a Slab,
+        heads: usize,
         dim: usize,
         width: usize,
         n: usize,
     ) -> Result<Option<Q8Rows<'a, X>>> {
         match slab {
-            Slab::Blocks(b) => Ok(Some(Q8Rows::new(b, self.heads, n, width, 0, self.capacity * dim, dim)?)),
+            Slab::Blocks(b) => Ok(Some(Q8Rows::new(b, heads, n, width, 0, self.capacity * dim, dim)?)),
             Slab::Dense(_) => Ok(None),
         }
     }
@@ -380,9 +417,9 @@ impl KvCache {
         mask: Mask,
     ) -> Result<Tensor<(seq, kv_head, group, V)>> {
         let n = self.filled(extra)?;
-        let kd = self.key_dim;
+        let LayerShape { heads, key_dim: kd, value_dim } = self.shape(layer)?;
         let (vslab, vdim, vwidth) = match values {
-            Values::Own => (&self.values[layer], self.value_dim, self.value_dim),
+            Values::Own => (&self.values[layer], value_dim, value_dim),
             Values::KeyPrefix(w) if w <= kd => (&self.keys[layer], kd, w),
             Values::KeyPrefix(w) => {
                 return Err(FucinaError::InvalidArgument {
@@ -392,12 +429,12 @@ impl KvCache {
             }
         };
         if let (Some(k), Some(v)) =
-            (self.blocks::<D>(&self.keys[layer], kd, kd, n)?, self.blocks::<V>(vslab, vdim, vwidth, n)?)
+            (self.blocks::<D>(&self.keys[layer], heads, kd, kd, n)?, self.blocks::<V>(vslab, heads, vdim, vwidth, n)?)
         {
             return attention_q8_0(q, &k, &v, scale, mask);
         }
-        let keys: Tensor<(kv_head, kv_seq, D)> = self.view(&self.keys[layer], kd, kd, extra)?;
-        let values: Tensor<(kv_head, kv_seq, V)> = self.view(vslab, vdim, vwidth, extra)?;
+        let keys: Tensor<(kv_head, kv_seq, D)> = self.view(&self.keys[layer], heads, kd, kd, extra)?;
+        let values: Tensor<(kv_head, kv_seq, V)> = self.view(vslab, heads, vdim, vwidth, extra)?;
         attention(q, &keys, &values, scale, mask)
     }
 }
@@ -441,5 +478,25 @@ mod tests {
             let e = c.check_room(1).unwrap_err().to_string();
             assert!(e.contains("context length of 4"), "{e}");
         }
+    }
+
+    /// Layers of different geometry (Gemma 4's sliding and global layers) each keep their
+    /// own heads and widths; a layer the cache lacks is an error, not a panic.
+    #[test]
+    fn layers_keep_their_own_shapes() {
+        let shapes =
+            [LayerShape { heads: 2, key_dim: 4, value_dim: 4 }, LayerShape { heads: 1, key_dim: 8, value_dim: 8 }];
+        let mut c = KvCache::with_shapes(&shapes, 3, KvType::F32).unwrap();
+        let a =
+            Tensor::<axes![kv_head, seq, head_dim]>::from_vec((0..8).map(|x| x as f32).collect(), &[2, 1, 4]).unwrap();
+        let b =
+            Tensor::<axes![kv_head, seq, head_dim]>::from_vec((0..8).map(|x| -x as f32).collect(), &[1, 1, 8]).unwrap();
+        c.write(0, &a, &a).unwrap();
+        c.write(1, &b, &b).unwrap();
+        assert!(c.write(1, &a, &a).is_err(), "layer 1 takes one head of 8");
+        c.advance(1).unwrap();
+        assert_eq!(c.keys(0, 0).unwrap().shape(), &[2, 1, 4]);
+        assert_eq!(c.values(1, 0).unwrap().to_f32_vec(), b.to_f32_vec());
+        assert!(c.keys(2, 0).is_err());
     }
 }
