@@ -13,6 +13,7 @@
 pub mod deepseek;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gemma4;
 pub mod llm;
 pub mod lm;
 pub mod mlp;

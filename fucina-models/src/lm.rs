@@ -2,6 +2,7 @@
 //! the entry point of the binaries and the server.
 
 use crate::deepseek::DeepSeek;
+use crate::gemma4::Gemma4;
 use crate::llm::generate::CausalLm;
 use crate::llm::ModelFile;
 use crate::qwen3::Qwen3;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 /// The architectures [`open`] accepts.
 pub const ARCHITECTURES: &[&str] =
-    &["qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2"];
+    &["qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen2", "llama", "glm4moe", "nanochat", "deepseek2", "gemma4"];
 
 /// A loaded model with its file's header (tokenizer, metadata).
 pub struct LoadedLm {
@@ -60,6 +61,28 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
             c.heads,
             c.kv_lora,
             c.qk_rope,
+            c.vocab,
+            repacked_note(&file)
+        );
+        return Ok(LoadedLm { model: Arc::new(model), header, arch: file.arch.clone(), summary });
+    }
+    if file.arch == "gemma4" {
+        let model = Gemma4::load(&file)?;
+        let c = &model.config;
+        let sliding = c.sliding.iter().filter(|&&s| s).count();
+        let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
+        let kv = c.kv_heads.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("/");
+        let summary = format!(
+            "gemma4, {} layers ({sliding} sliding-window of {}, heads {}/{} wide, {} reusing keys and values), \
+             hidden {}, {} heads, kv heads {kv}{experts}, per-layer embeddings {}, vocab {}{}",
+            c.layers,
+            c.window,
+            c.head_dim_swa,
+            c.head_dim,
+            c.layers - c.first_shared,
+            c.hidden,
+            c.heads,
+            c.per_layer,
             c.vocab,
             repacked_note(&file)
         );

@@ -69,9 +69,16 @@ pub struct Tokenizer {
     ignore_merges: Option<[char; 256]>,
     /// A SentencePiece vocabulary's encoder (instead of the byte-level BPE).
     spm: Option<super::spm::Spm>,
+    /// Gemma 4's BPE (`tokenizer.ggml.model = "gemma4"`): spaces become `▁`, the merges run
+    /// over UTF-8 characters (not GPT-2's byte characters) of each line and each run of
+    /// newlines, and a character outside the vocabulary falls back to `<0xXX>` byte tokens.
+    chars: bool,
     /// The BOS token a raw completion prompt starts with (`tokenizer.ggml.add_bos_token`).
     bos: Option<u32>,
 }
+
+/// A symbol outside the vocabulary in [`Tokenizer::merge`] (no merge takes it).
+const UNKNOWN: u32 = u32::MAX;
 
 fn bad(msg: String) -> FucinaError {
     FucinaError::InvalidArgument { op: "tokenizer", msg }
@@ -129,12 +136,13 @@ fn string_array<'a>(h: &'a GgufHeader, key: &str) -> Result<Vec<&'a str>> {
 impl Tokenizer {
     /// Builds the tokenizer from `tokenizer.ggml.{model,tokens,merges,token_type}`.
     pub fn from_gguf(h: &GgufHeader) -> Result<Tokenizer> {
-        let spm = match h.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
-            Some("gpt2") => false,
-            Some("llama") => true,
+        let (spm, chars) = match h.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
+            Some("gpt2") => (false, false),
+            Some("llama") => (true, false),
+            Some("gemma4") => (false, true),
             Some(other) => {
                 return Err(bad(format!(
-                    "tokenizer model `{other}` is not supported (gpt2 byte-level BPE and llama SentencePiece are)"
+                    "tokenizer model `{other}` is not supported (gpt2 byte-level BPE, llama SentencePiece and gemma4 BPE are)"
                 )))
             }
             None => return Err(bad("the GGUF has no tokenizer.ggml.model".into())),
@@ -179,11 +187,11 @@ impl Tokenizer {
                     }
                     bytes.push(t.as_bytes().to_vec());
                 }
-                // SentencePiece: `▁` is a space, `<0xXX>` a byte.
-                Some(6) if spm => {
+                // SentencePiece and Gemma 4: `▁` is a space, `<0xXX>` a byte.
+                Some(6) if spm || chars => {
                     bytes.push(super::spm::byte_token(t).map_or_else(|| t.as_bytes().to_vec(), |b| vec![b]))
                 }
-                _ if spm => bytes.push(t.replace('▁', " ").into_bytes()),
+                _ if spm || chars => bytes.push(t.replace('▁', " ").into_bytes()),
                 _ => bytes.push(t.chars().map(|c| char_byte.get(&c).copied().unwrap_or(b'?')).collect()),
             }
         }
@@ -222,6 +230,8 @@ impl Tokenizer {
         let (patterns, nfc, ignore_merges): (Vec<&str>, bool, bool) = match pre {
             // A SentencePiece vocabulary has no pre-tokenizer.
             _ if spm.is_some() => (Vec::new(), false, false),
+            // Gemma 4: lines and newline runs (the merges never cross a line end).
+            _ if chars => (vec![r"[^\n]+|[\n]+"], false, false),
             "qwen2" | "default" => (vec![QWEN2_PATTERN], true, false),
             "qwen35" => (vec![QWEN35_PATTERN], true, false),
             "deepseek-v3" => (DEEPSEEK_V3_PATTERNS.to_vec(), false, false),
@@ -237,7 +247,7 @@ impl Tokenizer {
                 )));
             }
         };
-        let bos_by_default = spm.is_some() || matches!(pre, "llama-bpe" | "llama3" | "llama-v3");
+        let bos_by_default = spm.is_some() || chars || matches!(pre, "llama-bpe" | "llama3" | "llama-v3");
         let splits = patterns
             .into_iter()
             .map(|p| fancy_regex::Regex::new(p).map_err(|e| bad(format!("split pattern: {e}"))))
@@ -254,6 +264,7 @@ impl Tokenizer {
             nfc,
             ignore_merges: ignore_merges.then(byte_chars),
             spm,
+            chars,
             // The file's `add_bos_token`; where it has none, llama.cpp's default for the
             // vocabulary: SentencePiece and Llama 3's pre-tokenizer add BOS, the rest do not.
             bos: match (h.get("tokenizer.ggml.add_bos_token"), h.get("tokenizer.ggml.bos_token_id")) {
@@ -346,7 +357,13 @@ impl Tokenizer {
             spm.encode(text, true, out);
             return Ok(());
         }
-        let text: String = if self.nfc { text.nfc().collect() } else { text.to_string() };
+        let text: String = if self.chars {
+            text.replace(' ', "▁")
+        } else if self.nfc {
+            text.nfc().collect()
+        } else {
+            text.to_string()
+        };
         let mut pieces: Vec<&str> = vec![&text];
         for re in &self.splits {
             let mut next = Vec::with_capacity(pieces.len() * 2);
@@ -369,6 +386,10 @@ impl Tokenizer {
             pieces = next;
         }
         for p in pieces {
+            if self.chars {
+                self.bpe_chars(p, out);
+                continue;
+            }
             if let Some(chars) = &self.ignore_merges {
                 let whole: String = p.bytes().map(|b| chars[b as usize]).collect();
                 if let Some(&id) = self.by_str.get(&whole).filter(|&&id| !self.is_control(id)) {
@@ -386,14 +407,47 @@ impl Tokenizer {
     /// symbols, so a pre-token of n bytes costs O(n log n), not the O(n^2) of rescanning
     /// (100k spaces or a 120 KB word encode in milliseconds).
     fn bpe(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
-        let n = piece.len();
-        let mut id = Vec::with_capacity(n);
+        let mut id = Vec::with_capacity(piece.len());
         for b in piece.bytes() {
             id.push(self.byte_id[b as usize].ok_or_else(|| bad(format!("byte {b:#04x} has no token")))?);
         }
+        out.extend(self.merge(id).into_iter().map(|(_, t)| t));
+        Ok(())
+    }
+
+    /// Gemma 4's merges over the characters of one line (or newline run): a newline run
+    /// that is itself a token is that token (as llama.cpp does); a character outside the
+    /// vocabulary (which no merge can take) becomes its bytes' `<0xXX>` tokens, and is
+    /// dropped, as by llama.cpp, when the vocabulary has no token for a byte.
+    fn bpe_chars(&self, piece: &str, out: &mut Vec<u32>) {
+        if piece.bytes().all(|b| b == b'\n') {
+            if let Some(&t) = self.by_str.get(piece) {
+                out.push(t);
+                return;
+            }
+        }
+        let chars: Vec<&str> = piece.char_indices().map(|(i, c)| &piece[i..i + c.len_utf8()]).collect();
+        let id = chars.iter().map(|c| self.by_str.get(*c).copied().unwrap_or(UNKNOWN)).collect();
+        for (at, t) in self.merge(id) {
+            if t != UNKNOWN {
+                out.push(t);
+                continue;
+            }
+            for b in chars[at].bytes() {
+                if let Some(&t) = self.by_str.get(&format!("<0x{b:02X}>")) {
+                    out.push(t);
+                }
+            }
+        }
+    }
+
+    /// Applies the merges to the symbols `id` (a symbol [`UNKNOWN`] to the vocabulary takes
+    /// part in none) and returns the final symbols with the index of the first initial
+    /// symbol each covers.
+    fn merge(&self, mut id: Vec<u32>) -> Vec<(usize, u32)> {
+        let n = id.len();
         if n < 2 {
-            out.extend_from_slice(&id);
-            return Ok(());
+            return id.into_iter().enumerate().collect();
         }
         // Doubly linked list over positions; `alive[i]` false once merged into its left.
         let mut next: Vec<usize> = (1..=n).collect();
@@ -430,12 +484,13 @@ impl Tokenizer {
                 push(&mut heap, i, next[i], &id);
             }
         }
+        let mut symbols = Vec::new();
         let mut i = 0;
         while i < n {
-            out.push(id[i]);
+            symbols.push((i, id[i]));
             i = next[i];
         }
-        Ok(())
+        symbols
     }
 
     /// The bytes of token `id` (a control token's are its text), or `None` out of range.
