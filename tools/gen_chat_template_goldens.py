@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Qwen3's, DeepSeek-R1's, Llama 3.1's, Mistral's and GLM-4.6's chat templates, rendered by
+"""Qwen3's, DeepSeek-R1's, Llama 3.1's, Mistral's, GLM-4.6's and Gemma 4's chat templates, rendered by
 `transformers` (apply_chat_template, or its jinja environment).
 
 The templates are Qwen3-0.6B's and DeepSeek-R1's (its Distill-Qwen-32B release, the R1
@@ -31,6 +31,7 @@ LLAMA_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/meta-llama-Llama-3.
 MISTRAL_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja"
 DEEPSEEK_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 GLM_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/GLM-4.6.jinja"
+GEMMA4_TEMPLATE = f"{SDIST}/vendor/llama.cpp/models/templates/google-gemma-4-31B-it.jinja"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in °C.",
@@ -132,6 +133,21 @@ GLM_CASES = [
       {"role": "user", "content": "Thanks!"}], False),
 ]
 
+# Gemma 4 (its 31B-it template), without tools: the system turn (with `<|think|>` when
+# thinking is on, also without a system message), untrimmed text, thought channels in an
+# earlier answer (dropped), two assistant messages in a row (one turn), a later system message.
+GEMMA4_CASES = [
+    ([{"role": "user", "content": "Hi"}], False),
+    ([{"role": "user", "content": "Hi"}], True),
+    ([{"role": "system", "content": "  Be brief.\n"}, {"role": "user", "content": " Hi \n"}], False),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "<|channel>thought\nhmm<channel|>Hello! "},
+      {"role": "user", "content": "Bye"}], True),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "One."},
+      {"role": "assistant", "content": "Two."}, {"role": "system", "content": "Later rule."},
+      {"role": "user", "content": "Go"}], False),
+]
+
 
 def template(name=TEMPLATE):
     ggml_sources()  # fetches and checks the sdist
@@ -168,16 +184,22 @@ def main():
     glm_cases = [{"messages": m, "think": think,
                   "text": glm.render(messages=m, add_generation_prompt=True, enable_thinking=think)}
                  for m, think in GLM_CASES]
+    gemma = _compile_jinja_template(template(GEMMA4_TEMPLATE))
+    gemma_cases = [{"messages": m, "think": think,
+                    "text": gemma.render(messages=m, bos_token="<bos>", add_generation_prompt=True,
+                                         enable_thinking=think)}
+                   for m, think in GEMMA4_CASES]
     with open(out, "w") as f:
         json.dump({"generator": "tools/gen_chat_template_goldens.py", "template": TEMPLATE, "cases": cases,
                    "deepseek_template": DEEPSEEK_TEMPLATE, "deepseek_cases": ds_cases,
                    "llama_template": LLAMA_TEMPLATE, "llama_cases": llama_cases,
                    "mistral_template": MISTRAL_TEMPLATE, "mistral_cases": mistral_cases,
-                   "glm_template": GLM_TEMPLATE, "glm_cases": glm_cases}, f,
+                   "glm_template": GLM_TEMPLATE, "glm_cases": glm_cases,
+                   "gemma4_template": GEMMA4_TEMPLATE, "gemma4_cases": gemma_cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
     print(f"wrote {out}: {len(cases)} + {len(ds_cases)} + {len(llama_cases)} + {len(mistral_cases)} + "
-          f"{len(glm_cases)} conversations")
+          f"{len(glm_cases)} + {len(gemma_cases)} conversations")
 
 
 if __name__ == "__main__":

@@ -107,3 +107,21 @@ fn glm_conversations_render_as_its_template_does() {
         assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
     }
 }
+
+#[test]
+fn gemma4_conversations_render_as_its_template_does() {
+    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
+    let cases = golden["gemma4_cases"].as_array().unwrap();
+    assert!(cases.len() >= 5);
+    assert!(golden["gemma4_template"].as_str().unwrap().ends_with("google-gemma-4-31B-it.jinja"));
+    // Detected from the vocabulary, as `serve` and the CLI do.
+    let format = ChatFormat::detect(|t| t == "<|turn>" || t == "<turn|>", "gemma4", None);
+    assert_eq!(format, ChatFormat::Gemma4);
+    for (i, case) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let messages = parse_messages(&msgs).unwrap();
+        let think = case["think"].as_bool().unwrap();
+        let got = format.prompt(&messages, think).text_form();
+        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+    }
+}

@@ -1,13 +1,14 @@
 //! `chat model.gguf --chat "…"`: run any supported GGUF language model on the CPU, the family
-//! picked from the file (`qwen3`, `qwen3moe`, `qwen2`, `llama`, `glm4moe`, `nanochat`, `deepseek2`),
+//! picked from the file (`qwen3`, `qwen3moe`, `qwen35`, `qwen35moe`, `qwen2`, `llama`, `glm4moe`,
+//! `nanochat`, `deepseek2`, `gemma4`),
 //! its chat format from the vocabulary and the file's template.
 
 use clap::Parser;
 use fucina_models::llm::cli::{default_chat_model, LmArgs};
 
 /// Chat with or complete text using any supported GGUF language model: Qwen3 (dense or
-/// MoE), Qwen3.5 (dense or MoE), Qwen2, Llama (2, 3.x; Mistral's files), GLM-4.5/4.6, nanochat,
-/// DeepSeek-V2/V3. The family
+/// MoE), Qwen3.5 (dense or MoE), Gemma 4 (dense or MoE), Qwen2, Llama (2, 3.x; Mistral's
+/// files), GLM-4.5/4.6, nanochat, DeepSeek-V2/V3. The family
 /// comes from the file's `general.architecture`, the chat format from its vocabulary and
 /// template. Without a model path it runs the 1.3 M-parameter nanochat trained from scratch
 /// by `nanochat all` and shipped with the crate: it names capitals, adds numbers below 100

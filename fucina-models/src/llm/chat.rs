@@ -115,6 +115,10 @@ pub enum ChatFormat {
     /// nanochat: `<|bos|><|user_start|>...<|user_end|><|assistant_start|>...<|assistant_end|>`,
     /// a system message joined to the first user message as nanochat does.
     NanoChat,
+    /// Gemma 4: `<bos><|turn>user\n...<turn|>\n<|turn>model\n`, the thinking switch as
+    /// `<|think|>` in the system turn, and an empty thought channel opening the answer when
+    /// thinking is off.
+    Gemma4,
 }
 
 impl ChatFormat {
@@ -124,10 +128,12 @@ impl ChatFormat {
     /// if it has `<｜User｜>` (R1's when the file's chat `template` opens `<think>` after
     /// `<｜Assistant｜>`, V3's otherwise), DeepSeek-V2's for other `deepseek2` files, GLM's
     /// if it has `[gMASK]` and `<|assistant|>`, nanochat's if it has `<|user_start|>` and
-    /// `<|assistant_start|>`, ChatML otherwise.
+    /// `<|assistant_start|>`, Gemma 4's if it has `<|turn>` and `<turn|>`, ChatML otherwise.
     pub fn detect(has_token: impl Fn(&str) -> bool, arch: &str, template: Option<&str>) -> ChatFormat {
         if has_token("[gMASK]") && has_token("<|assistant|>") {
             ChatFormat::Glm4
+        } else if has_token("<|turn>") && has_token("<turn|>") {
+            ChatFormat::Gemma4
         } else if has_token("<|assistant_start|>") && has_token("<|user_start|>") {
             ChatFormat::NanoChat
         } else if has_token("<|im_start|>") {
@@ -173,7 +179,8 @@ impl ChatFormat {
             | ChatFormat::Llama3
             | ChatFormat::Mistral
             | ChatFormat::Glm4
-            | ChatFormat::NanoChat => None,
+            | ChatFormat::NanoChat
+            | ChatFormat::Gemma4 => None,
         }
     }
 
@@ -302,6 +309,7 @@ impl ChatFormat {
             ChatFormat::Mistral => mistral_prompt(&mut p, messages),
             ChatFormat::Glm4 => glm4_prompt(&mut p, messages, think),
             ChatFormat::NanoChat => nanochat_prompt(&mut p, messages),
+            ChatFormat::Gemma4 => gemma4_prompt(&mut p, messages, think),
             ChatFormat::DeepSeekV2 => {
                 p.control(DS_BOS);
                 for m in messages {
@@ -633,6 +641,66 @@ fn mistral_prompt(p: &mut Prompt, messages: &[Message]) {
         }
         p.text(&m.content);
         p.control("[/INST]");
+    }
+}
+
+/// Gemma 4 as its template renders a conversation without tools: `<bos>`, then a system turn
+/// when thinking is on (`<|think|>\n` first) or the first message is a system message (its
+/// text trimmed); each other message as `<|turn>ROLE\n` (`model` for the assistant; no new
+/// header for an assistant message right after another), its text trimmed — an assistant's
+/// with its thought channels (`<|channel>...<channel|>`) removed — and `<turn|>\n`. The
+/// answer's turn is `<|turn>model\n`, with an empty thought channel when thinking is off.
+/// Tool results (which the template renders only after its own tool calls) are user turns.
+fn gemma4_prompt(p: &mut Prompt, messages: &[Message], think: bool) {
+    p.control("<bos>");
+    let (system, rest) = match messages.split_first() {
+        Some((m, rest)) if m.role == Role::System => (Some(m.content.as_str()), rest),
+        _ => (None, messages),
+    };
+    if think || system.is_some() {
+        p.control("<|turn>");
+        p.text("system\n");
+        if think {
+            p.control("<|think|>");
+            p.text("\n");
+        }
+        if let Some(s) = system {
+            p.text(s.trim());
+        }
+        p.control("<turn|>");
+        p.text("\n");
+    }
+    let mut prev: Option<Role> = None;
+    for m in rest {
+        let role = match m.role {
+            Role::Assistant => "model",
+            Role::System => "system",
+            Role::User | Role::Tool => "user",
+        };
+        if !(m.role == Role::Assistant && prev == Some(Role::Assistant)) {
+            p.control("<|turn>");
+            p.text(role);
+            p.text("\n");
+        }
+        if m.role == Role::Assistant {
+            // The template's `strip_thinking`: what precedes each `<|channel>` in every part
+            // that `<channel|>` closes, then trimmed.
+            let kept: String =
+                m.content.split("<channel|>").map(|part| part.split("<|channel>").next().unwrap_or("")).collect();
+            p.text(kept.trim());
+        } else {
+            p.text(m.content.trim());
+        }
+        p.control("<turn|>");
+        p.text("\n");
+        prev = Some(m.role);
+    }
+    p.control("<|turn>");
+    p.text("model\n");
+    if !think {
+        p.control("<|channel>");
+        p.text("thought\n");
+        p.control("<channel|>");
     }
 }
 

@@ -178,7 +178,8 @@ impl LmArgs {
 
 /// The ids that end an answer: the GGUF's EOS, end-of-turn and end-of-message tokens, plus
 /// the families' end markers when present (ChatML's, DeepSeek's, Llama 3's, and GLM's next
-/// turns: `<|user|>`, `<|observation|>`; nanochat's `<|assistant_end|>` and `<|user_start|>`).
+/// turns: `<|user|>`, `<|observation|>`; nanochat's `<|assistant_end|>` and `<|user_start|>`;
+/// Gemma 4's `<turn|>`).
 pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
     let mut v: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"]
         .iter()
@@ -197,6 +198,7 @@ pub fn stop_tokens(h: &GgufHeader, tok: &Tokenizer) -> Vec<u32> {
         "<|observation|>",
         "<|assistant_end|>",
         "<|user_start|>",
+        "<turn|>",
     ] {
         v.extend(tok.token_id(t));
     }
