@@ -28,8 +28,14 @@ from llm_vs_llama_cpp import ROOT, cpu_name  # noqa: E402
 
 # deepseek-v2-tiny has no query compression (as V2-Lite); llama.cpp knows V2-Lite only by its
 # 27 layers and refuses the file for lacking `q_lora_rank`.
-ASSETS = ["llama", "llama-spm", "qwen2", "qwen3", "qwen3moe", "deepseek-v3", "glm4moe", "qwen35", "qwen35moe"]
+ASSETS = ["llama", "llama-spm", "qwen2", "qwen3", "qwen3moe", "deepseek-v3", "glm4moe", "qwen35", "qwen35moe", "gemma4",
+          "gemma4moe"]
 PROMPTS = {"glm4moe": "[gMASK]<sop>What is the capital of France? 12345 numbers"}
+# llama.cpp's CPU GELU reads a table of f16 values (input and output rounded to f16), so the
+# Gemma 4 logits move by ~1e-2, and once (a near-tie of the MoE router flipped) by 0.35. With
+# that table emulated in fucina the two agree within 2.7e-4 (dense) and 4.7e-4 (MoE)
+# (measured 2026-12-06); transformers' exact GELU agrees with fucina within 1e-4.
+TOLS = {"gemma4": 2e-2, "gemma4moe": 0.5}
 PROMPT = "What is the capital of France? 12345 numbers"
 
 
@@ -55,7 +61,8 @@ def main():
     ap.add_argument("--model", action="append", help="a GGUF file (repeatable; default: the tiny assets)")
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tol", type=float, default=1e-3, help="largest logit difference accepted")
+    ap.add_argument("--tol", type=float, default=1e-3,
+                    help="largest logit difference accepted (Gemma 4's own, wider ones: TOLS)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "target", "llama-cpp-greedy"))
     ap.add_argument("--llama-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", help=argparse.SUPPRESS)
@@ -106,7 +113,7 @@ def main():
                               "--max-tokens", "0", "--print-ids"], check=True, capture_output=True,
                              text=True).stdout.split()
         ids_ok = [int(t) for t in ids] == ref["prompt"]
-        ok = greedy_ok and ids_ok and diff <= a.tol
+        ok = greedy_ok and ids_ok and diff <= TOLS.get(name, a.tol)
         failed |= not ok
         print(f"| {name} | {'same' if ids_ok else 'DIFFER'} ({n}) | {'same' if greedy_ok else 'DIFFER'} "
               f"({a.steps}) | {diff:.2e} |")

@@ -142,7 +142,9 @@ def main():
     torch.manual_seed(4)
     cfg = Gemma4TextConfig(
         num_hidden_layers=6, intermediate_size=96,
-        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+        # The last layer before the shared ones is global and the one before it sliding, as in
+        # the released models (llama.cpp's cache assumes it when it maps the shared layers).
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
                      "sliding_attention", "full_attention"],
         vocab_size_per_layer_input=len(tok), hidden_size_per_layer_input=8, num_kv_shared_layers=2,
         use_double_wide_mlp=True, **common)

@@ -55,9 +55,9 @@ fn gemma4_config_reads_the_files_metadata() {
     let c = fucina_models::gemma4::Gemma4Config::from_file(&f).unwrap();
     assert_eq!(c.ffn, [96, 96, 96, 96, 192, 192]);
     assert_eq!((c.head_dim, c.head_dim_swa, c.rope_dims, c.rope_dims_swa, c.first_shared), (32, 16, 32, 16, 4));
-    // Layer 4 (sliding) reads layer 3's cache, layer 5 (global) layer 2's.
+    // Layer 4 (sliding) reads layer 2's cache, layer 5 (global) layer 3's.
     let slots: Vec<usize> = (0..6).map(|l| c.kv_slot(l).unwrap()).collect();
-    assert_eq!(slots, [0, 1, 2, 3, 3, 2]);
+    assert_eq!(slots, [0, 1, 2, 3, 2, 3]);
     let moe = open("gemma4moe-tiny-f32.gguf");
     assert!(moe.summary.contains("kv heads 2/1/2/1, 2 of 4 experts"), "{}", moe.summary);
 }
