@@ -2,7 +2,7 @@
 //! weights in real shapes (for benchmarks and tests; no download needed).
 
 use clap::Parser;
-use fucina_models::llm::synth::{self, DeepSeekShape, Glm4MoeShape, Qwen35Shape, Qwen3Shape};
+use fucina_models::llm::synth::{self, DeepSeekShape, Gemma4Shape, Glm4MoeShape, Qwen35Shape, Qwen3Shape};
 use fucina_models::quantize::parse_target;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -19,7 +19,8 @@ struct Args {
     /// llama3.2-1b, llama-small (qwen3-small's shapes as a `llama` file), deepseek-v2-lite,
     /// deepseek-moe-6g (a MoE whose Q8_0 file is ~6 GB), deepseek-small, glm4.5-air,
     /// glm4.5-mini (GLM-4.5-Air's structure at ~0.9B parameters), glm4moe-small, qwen3.5-0.8b
-    /// (Qwen3.5-0.8B's shapes: Gated DeltaNet and gated attention), qwen35-small.
+    /// (Qwen3.5-0.8B's shapes: Gated DeltaNet and gated attention), qwen35-small, gemma4-e2b
+    /// (Gemma 4 E2B-like: per-layer embeddings, shared KV layers), gemma4-small.
     #[arg(long, default_value = "qwen3-0.6b")]
     preset: String,
     /// Storage format of the matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, …
@@ -109,6 +110,36 @@ fn main() {
                 }
                 synth::qwen35(&s)
             }
+            "gemma4-e2b" | "gemma4-small" => {
+                let mut s = match a.preset.as_str() {
+                    "gemma4-e2b" => Gemma4Shape::E2B,
+                    _ => Gemma4Shape {
+                        layers: 10,
+                        hidden: 256,
+                        ffn: 512,
+                        heads: 4,
+                        kv_heads: 1,
+                        head_dim_swa: 64,
+                        head_dim: 128,
+                        shared_kv: 5,
+                        per_layer: 32,
+                        window: 64,
+                        vocab: 1024,
+                        context: 2048,
+                        ..Gemma4Shape::E2B
+                    },
+                };
+                if let Some(l) = a.layers {
+                    // The unshared layers stay a whole number of patterns, so the last of them
+                    // is global and the one before it sliding (llama.cpp's cache maps the
+                    // shared layers onto those two).
+                    let fe = s.full_every;
+                    let first = (l.saturating_sub(s.shared_kv) / fe).max(1) * fe;
+                    s.layers = l;
+                    s.shared_kv = l.saturating_sub(first);
+                }
+                synth::gemma4(&s)
+            }
             "deepseek-v2-lite" | "deepseek-moe-6g" | "deepseek-small" => {
                 let mut s = match a.preset.as_str() {
                     "deepseek-v2-lite" => DeepSeekShape::V2_LITE,
@@ -142,7 +173,7 @@ fn main() {
                     msg: format!(
                         "unknown preset `{}` (qwen3-0.6b, qwen3-small, qwen3moe-small, llama3.2-1b, llama-small, \
                          deepseek-v2-lite, deepseek-moe-6g, deepseek-small, glm4.5-air, glm4.5-mini, glm4moe-small, \
-                         qwen3.5-0.8b, qwen35-small)",
+                         qwen3.5-0.8b, qwen35-small, gemma4-e2b, gemma4-small)",
                         a.preset
                     ),
                 })?;

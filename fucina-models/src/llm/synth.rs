@@ -25,6 +25,9 @@ pub enum Init {
     /// `-(0.05 + |normal|)`, kept f32: Gated DeltaNet decay rates (`-exp(A_log)`, negative so
     /// the state decays).
     Decay,
+    /// Proportional RoPE's per-pair factors, kept f32: 1 for the first `n`ths of the pairs,
+    /// 1e30 (unrotated) for the rest, as llama.cpp's converter writes Gemma 4's `rope_freqs`.
+    RopeFactors(usize),
 }
 
 /// One tensor of a synthetic file: GGUF name, row-major shape, initialisation.
@@ -341,6 +344,122 @@ pub fn qwen35(s: &Qwen35Shape) -> SynthModel {
         t.push(SynthTensor::matrix(n("ffn_gate"), s.ffn, h));
         t.push(SynthTensor::matrix(n("ffn_up"), s.ffn, h));
         t.push(SynthTensor::matrix(n("ffn_down"), h, s.ffn));
+    }
+    t.push(SynthTensor::norm("output_norm.weight", h));
+    SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
+}
+
+/// Gemma 4 shapes for [`gemma4`] (dense, with per-layer embeddings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gemma4Shape {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// GeGLU inner width (twice this in the KV-sharing layers).
+    pub ffn: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Head width of the sliding-window layers.
+    pub head_dim_swa: usize,
+    /// Head width of the global layers.
+    pub head_dim: usize,
+    /// Every this many layers one is global.
+    pub full_every: usize,
+    /// The last this many layers reuse earlier layers' keys and values.
+    pub shared_kv: usize,
+    /// Width of each layer's per-layer embedding.
+    pub per_layer: usize,
+    /// Sliding window.
+    pub window: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Context length written to the metadata.
+    pub context: usize,
+}
+
+impl Gemma4Shape {
+    /// Gemma 4 E2B-like shapes: 35 layers (every fifth global), hidden 1536, GeGLU 6144
+    /// (12288 in the 20 KV-sharing layers), 8 query heads and 1 kv head of 256 (sliding) or
+    /// 512 (global), per-layer embeddings of 256, a 512-position window, vocab 262144.
+    pub const E2B: Gemma4Shape = Gemma4Shape {
+        layers: 35,
+        hidden: 1536,
+        ffn: 6144,
+        heads: 8,
+        kv_heads: 1,
+        head_dim_swa: 256,
+        head_dim: 512,
+        full_every: 5,
+        shared_kv: 20,
+        per_layer: 256,
+        window: 512,
+        vocab: 262_144,
+        context: 131_072,
+    };
+}
+
+/// A dense Gemma 4 in llama.cpp's `gemma4` layout (sliding-window pattern, per-layer widths,
+/// shared KV layers, per-layer embeddings, proportional RoPE factors over a quarter of the
+/// global heads), tied output.
+pub fn gemma4(s: &Gemma4Shape) -> SynthModel {
+    let arch = "gemma4";
+    let k = |n: &str| format!("{arch}.{n}");
+    let first_shared = s.layers.saturating_sub(s.shared_kv);
+    let sliding: Vec<bool> = (0..s.layers).map(|l| (l + 1) % s.full_every.max(1) != 0).collect();
+    let ffn: Vec<i32> = (0..s.layers).map(|l| (if l < first_shared { s.ffn } else { 2 * s.ffn }) as i32).collect();
+    let mut metadata = common_metadata(arch, s.context, s.hidden, s.ffn, s.layers, s.heads, s.kv_heads);
+    metadata.retain(|(key, _)| key != &k("feed_forward_length"));
+    metadata.extend([
+        (k("feed_forward_length"), Value::Array(Array::I32(ffn.clone()))),
+        (k("attention.key_length"), Value::U32(s.head_dim as u32)),
+        (k("attention.value_length"), Value::U32(s.head_dim as u32)),
+        (k("attention.key_length_swa"), Value::U32(s.head_dim_swa as u32)),
+        (k("attention.value_length_swa"), Value::U32(s.head_dim_swa as u32)),
+        (k("rope.freq_base"), Value::F32(1_000_000.0)),
+        (k("rope.freq_base_swa"), Value::F32(10_000.0)),
+        (k("rope.dimension_count"), Value::U32(s.head_dim as u32)),
+        (k("rope.dimension_count_swa"), Value::U32(s.head_dim_swa as u32)),
+        (k("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        (k("attention.sliding_window"), Value::U32(s.window as u32)),
+        (k("attention.sliding_window_pattern"), Value::Array(Array::Bool(sliding.clone()))),
+        (k("attention.shared_kv_layers"), Value::U32(s.shared_kv as u32)),
+        (k("embedding_length_per_layer_input"), Value::U32(s.per_layer as u32)),
+        (k("final_logit_softcapping"), Value::F32(30.0)),
+    ]);
+    let h = s.hidden;
+    let mut t = vec![
+        SynthTensor { name: "rope_freqs.weight".into(), shape: vec![s.head_dim / 2], init: Init::RopeFactors(4) },
+        SynthTensor::matrix("token_embd.weight", s.vocab, h),
+        SynthTensor::matrix("per_layer_token_embd.weight", s.vocab, s.layers * s.per_layer),
+        SynthTensor::matrix("per_layer_model_proj.weight", s.layers * s.per_layer, h),
+        SynthTensor::norm("per_layer_proj_norm.weight", s.per_layer),
+    ];
+    for l in 0..s.layers {
+        let n = |x: &str| format!("blk.{l}.{x}.weight");
+        let hd = if sliding[l] { s.head_dim_swa } else { s.head_dim };
+        let (qd, kvd, w) = (s.heads * hd, s.kv_heads * hd, ffn[l] as usize);
+        t.push(SynthTensor::norm(n("attn_norm"), h));
+        t.push(SynthTensor::matrix(n("attn_q"), qd, h));
+        t.push(SynthTensor::norm(n("attn_q_norm"), hd));
+        if l < first_shared {
+            t.push(SynthTensor::matrix(n("attn_k"), kvd, h));
+            t.push(SynthTensor::matrix(n("attn_v"), kvd, h));
+            t.push(SynthTensor::norm(n("attn_k_norm"), hd));
+        }
+        t.push(SynthTensor::matrix(n("attn_output"), h, qd));
+        t.push(SynthTensor::norm(n("post_attention_norm"), h));
+        t.push(SynthTensor::norm(n("ffn_norm"), h));
+        t.push(SynthTensor::matrix(n("ffn_gate"), w, h));
+        t.push(SynthTensor::matrix(n("ffn_up"), w, h));
+        t.push(SynthTensor::matrix(n("ffn_down"), h, w));
+        t.push(SynthTensor::norm(n("post_ffw_norm"), h));
+        t.push(SynthTensor::matrix(n("inp_gate"), s.per_layer, h));
+        t.push(SynthTensor::matrix(n("proj"), h, s.per_layer));
+        t.push(SynthTensor::norm(n("post_norm"), h));
+        t.push(SynthTensor::norm(n("layer_output_scale"), 1));
     }
     t.push(SynthTensor::norm("output_norm.weight", h));
     SynthModel { arch: arch.into(), metadata, tensors: t, vocab: s.vocab, chat: SynthChat::ChatMl }
@@ -782,7 +901,7 @@ fn check_vocab(have: usize, want: usize) -> Result<()> {
 /// f32-kept vectors stay F32.
 pub fn format_of(t: &SynthTensor, ty: GgmlType) -> GgmlType {
     match t.init {
-        Init::NormWeight | Init::SmallF32(_) | Init::Decay => GgmlType::F32,
+        Init::NormWeight | Init::SmallF32(_) | Init::Decay | Init::RopeFactors(_) => GgmlType::F32,
         Init::Normal(_) if t.shape.last().is_some_and(|c| c % ty.block_size() == 0) => ty,
         Init::Normal(_) => GgmlType::F16,
     }
@@ -841,6 +960,9 @@ fn file_type(ty: GgmlType) -> u32 {
 /// The values of tensor `t`, from Philox stream `stream`.
 fn draw(rng: &Philox, stream: u64, t: &SynthTensor) -> Vec<f32> {
     let n: usize = t.shape.iter().product();
+    if let Init::RopeFactors(part) = t.init {
+        return (0..n).map(|i| if i < n / part.max(1) { 1.0 } else { 1e30 }).collect();
+    }
     let mut v = vec![0.0f32; n];
     v.par_chunks_mut(4096).enumerate().for_each(|(c, out)| {
         for (j, pair) in out.chunks_mut(4).enumerate() {
@@ -852,6 +974,7 @@ fn draw(rng: &Philox, stream: u64, t: &SynthTensor) -> Vec<f32> {
                     Init::Normal(s) | Init::SmallF32(s) => z * s,
                     Init::NormWeight => 1.0 + 0.1 * z,
                     Init::Decay => -(0.05 + z.abs()),
+                    Init::RopeFactors(_) => 1.0, // drawn above
                 };
             }
         }

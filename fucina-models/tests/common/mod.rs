@@ -24,8 +24,9 @@ impl Drop for Server {
     }
 }
 
-/// The library's own answer to `messages` (rendered as ChatML with thinking on, as the server
-/// renders them for these models) on the model at `path`, from a fresh cache of 256
+/// The library's own answer to `messages` (rendered in the chat format the file's vocabulary
+/// implies, with thinking on, as the server renders them) on the model at `path`, from a
+/// fresh cache of 256
 /// positions on 2 native threads: the reference a server's answer must equal.
 pub fn library_answer(
     path: &std::path::Path,
@@ -40,7 +41,11 @@ pub fn library_answer(
     let _g = ctx.enter();
     let lm = fucina_models::lm::open(path, false).unwrap();
     let tok = Tokenizer::from_gguf(&lm.header).unwrap();
-    let prompt = tok.encode(&fucina_models::llm::chat::render_chat(messages, true)).unwrap();
+    // The chat format the file's vocabulary implies, as the server picks it; thinking on (its
+    // default).
+    let template = lm.header.get("tokenizer.chat_template").and_then(|v| v.as_str());
+    let format = fucina_models::llm::chat::ChatFormat::detect(|t| tok.token_id(t).is_some(), &lm.arch, template);
+    let prompt = tok.encode_prompt(&format.prompt(messages, true)).unwrap();
     let mut cache = lm.model.new_cache(256, KvType::F32).unwrap();
     let mut sampler = Sampler::new(params);
     let stop_tokens = fucina_models::llm::cli::stop_tokens(&lm.header, &tok);
