@@ -71,7 +71,12 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
         let c = &model.config;
         let sliding = c.sliding.iter().filter(|&&s| s).count();
         let experts = c.moe.as_ref().map_or(String::new(), |m| format!(", {} of {} experts", m.used, m.experts));
-        let kv = c.kv_heads.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("/");
+        // kv heads of the first sliding-window layer and of the first global one.
+        let of_kind = |sliding: bool| (0..c.layers).find(|&l| c.sliding[l] == sliding).map(|l| c.kv_heads[l]);
+        let kv = match (of_kind(true), of_kind(false)) {
+            (Some(a), Some(b)) if a != b => format!("{a}/{b} (sliding/global)"),
+            (a, b) => a.or(b).unwrap_or(0).to_string(),
+        };
         let summary = format!(
             "gemma4, {} layers ({sliding} sliding-window of {}, heads {}/{} wide, {} reusing keys and values), \
              hidden {}, {} heads, kv heads {kv}{experts}, per-layer embeddings {}, vocab {}{}",

@@ -59,7 +59,7 @@ fn gemma4_config_reads_the_files_metadata() {
     let slots: Vec<usize> = (0..6).map(|l| c.kv_slot(l).unwrap()).collect();
     assert_eq!(slots, [0, 1, 2, 3, 2, 3]);
     let moe = open("gemma4moe-tiny-f32.gguf");
-    assert!(moe.summary.contains("kv heads 2/1/2/1, 2 of 4 experts"), "{}", moe.summary);
+    assert!(moe.summary.contains("kv heads 2/1 (sliding/global), 2 of 4 experts"), "{}", moe.summary);
 }
 
 /// A prompt longer than the window in one pass gives the logits of feeding it one token at a

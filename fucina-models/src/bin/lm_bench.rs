@@ -177,7 +177,8 @@ fn batched_decode(
 }
 
 /// Bytes of weights one decode step reads: every tensor but the embedding table (of which
-/// it reads one row), unless the output head is tied to it.
+/// it reads one row), unless the output head is tied to it, and Gemma 4's per-layer
+/// embedding table (one row too).
 fn decode_bytes(h: &fucina::formats::gguf::GgufHeader) -> u64 {
     let tied = !h.tensors.iter().any(|t| t.name == "output.weight");
     // Stacked routed experts (`*_exps`): a token reads `expert_used_count` of `expert_count`.
@@ -189,7 +190,7 @@ fn decode_bytes(h: &fucina::formats::gguf::GgufHeader) -> u64 {
     };
     h.tensors
         .iter()
-        .filter(|t| tied || t.name != "token_embd.weight")
+        .filter(|t| (tied || t.name != "token_embd.weight") && t.name != "per_layer_token_embd.weight")
         .map(|t| {
             let b = t.nbytes().map_or(0, |b| b as u64);
             if t.name.contains("_exps") {

@@ -311,7 +311,8 @@ impl Gemma4 {
         let per_layer = if c.per_layer > 0 {
             let flat = c.layers * c.per_layer; // checked by the config
             Some(PerLayerEmbedding {
-                embed: f.matrix("per_layer_token_embd.weight", c.vocab, flat)?,
+                // Read a row per token: the file's bytes, not a repacked copy.
+                embed: f.table("per_layer_token_embd.weight", c.vocab, flat)?,
                 proj: f.matrix("per_layer_model_proj.weight", flat, h)?,
                 norm: f.dense("per_layer_proj_norm.weight", &[c.per_layer])?,
             })

@@ -126,6 +126,14 @@ impl ModelFile {
     /// in the layout the backend wants for this CPU ([`QWeight::prepared`]: a repacked copy, or
     /// the file's bytes).
     pub fn matrix<O: Axis, I: Axis>(&self, name: &str, rows: usize, cols: usize) -> Result<QWeight<O, I>> {
+        let w = self.table(name, rows, cols)?;
+        self.prepare(w)
+    }
+
+    /// The `[rows, cols]` table `name` in the file's own bytes (not repacked): for tables
+    /// only read a row at a time ([`QWeight::lookup`]), such as Gemma 4's per-layer
+    /// embeddings, whose pages stay in the file and are read where a token needs them.
+    pub fn table<O: Axis, I: Axis>(&self, name: &str, rows: usize, cols: usize) -> Result<QWeight<O, I>> {
         let t = self.gguf.tensor_info(name)?;
         if t.shape() != [rows, cols] {
             return Err(FucinaError::Format {
@@ -133,9 +141,8 @@ impl ModelFile {
                 msg: format!("tensor `{name}` has shape {:?}, the config needs [{rows}, {cols}]", t.shape()),
             });
         }
-        let w = QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
-            .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })?;
-        self.prepare(w)
+        QWeight::from_shared(t.ty, rows, cols, self.gguf.tensor_shared(name)?)
+            .map_err(|e| FucinaError::Format { format: "gguf", msg: format!("tensor `{name}`: {e}") })
     }
 
     /// `w` in the layout the backend wants for this CPU ([`QWeight::prepared`]), counted in
