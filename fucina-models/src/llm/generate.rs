@@ -23,6 +23,22 @@ pub trait CausalLm: Sync {
     /// Logits `[seq, vocab]` for `tokens` after the cache's positions (the rows `rows` asks
     /// for: every position's, the last one's, or none), appending to the cache.
     fn forward(&self, tokens: &[u32], cache: &mut KvCache, rows: LogitRows) -> Result<Tensor<axes![seq, vocab]>>;
+    /// Lets the model draft tokens for speculative decoding from its own layers (GLM-4.5's
+    /// next-token-prediction layer) on the sequence of `cache`: attaches the state it needs
+    /// and returns true (positions already in the cache stay unseen by the drafter, which
+    /// only makes its drafts worse); false (the default) when the model has no drafter, and
+    /// drafts then come from the sequence's own n-grams.
+    fn enable_drafts(&self, _cache: &mut KvCache) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Up to `max` tokens the model drafts after `history` (the sequence so far, whose last
+    /// token is fed next) from the state [`CausalLm::enable_drafts`] attached to `cache`;
+    /// none by default.
+    fn draft(&self, _cache: &mut KvCache, _history: &[u32], _max: usize) -> Result<Vec<u32>> {
+        Ok(Vec::new())
+    }
+
     /// One pass over several sequences, each after its own cache's positions (see
     /// [`crate::llm::batch`]): each sequence's logits rows, in order. Every sequence is
     /// checked before anything runs. The models read each weight once for the whole batch;
@@ -42,6 +58,9 @@ pub trait CausalLm: Sync {
             .collect()
     }
 }
+
+/// Makes up to `n` drafts after a history (n-grams, or the model's own drafter).
+type Drafter<'a> = dyn FnMut(&[u32], usize) -> Result<Vec<u32>> + 'a;
 
 /// Why generation stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,23 +422,59 @@ impl Decoding {
     /// The drafts stop where `sampler`'s grammar (if any) would refuse one (it is asked,
     /// not moved). `None` once generation has ended.
     pub fn input(&mut self, cache: &KvCache, sampler: &mut Sampler, prompt_chunk: usize, alone: bool) -> Option<Input> {
+        let mut ngrams = |history: &[u32], n: usize| Ok(ngram_draft(history, n));
+        // n-gram drafts cannot fail.
+        self.input_drafted(cache.len(), cache.capacity(), cache.rewinds(), sampler, prompt_chunk, alone, &mut ngrams)
+            .unwrap_or(None)
+    }
+
+    /// [`Decoding::input`] with `model`'s own drafts when it drafts for this cache
+    /// ([`CausalLm::enable_drafts`] attached its state), the sequence's n-grams otherwise.
+    pub fn input_with(
+        &mut self,
+        model: &dyn CausalLm,
+        cache: &mut KvCache,
+        sampler: &mut Sampler,
+        prompt_chunk: usize,
+        alone: bool,
+    ) -> Result<Option<Input>> {
+        let (len, capacity, rewinds) = (cache.len(), cache.capacity(), cache.rewinds());
+        if !cache.has_draft() {
+            let mut ngrams = |history: &[u32], n: usize| Ok(ngram_draft(history, n));
+            return self.input_drafted(len, capacity, rewinds, sampler, prompt_chunk, alone, &mut ngrams);
+        }
+        let mut own = |history: &[u32], n: usize| model.draft(cache, history, n);
+        self.input_drafted(len, capacity, rewinds, sampler, prompt_chunk, alone, &mut own)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn input_drafted(
+        &mut self,
+        cache_len: usize,
+        capacity: usize,
+        rewinds: bool,
+        sampler: &mut Sampler,
+        prompt_chunk: usize,
+        alone: bool,
+        drafter: &mut Drafter<'_>,
+    ) -> Result<Option<Input>> {
         if self.stop.is_some() {
-            return None;
+            return Ok(None);
         }
         let at = Instant::now();
         if self.in_prefill() {
             let n = prompt_chunk.max(1).min(self.prompt_left());
             let tokens = self.prompt[self.prompt_fed..self.prompt_fed + n].to_vec();
             let rows = if self.prompt_fed + n == self.prompt.len() { LogitRows::Last } else { LogitRows::None };
-            self.pending = Some(Pending { start: cache.len(), drafts: Vec::new(), prompt_chunk: n, alone, at });
-            return Some(Input { tokens, rows });
+            self.pending = Some(Pending { start: cache_len, drafts: Vec::new(), prompt_chunk: n, alone, at });
+            return Ok(Some(Input { tokens, rows }));
         }
         // The last emitted token is not in the cache yet: feed it, with the drafts after it.
         let last = *self.history.last().unwrap_or(&0);
-        let room = (cache.capacity() - cache.len() - 1).min(self.max_tokens - self.out.len());
+        let room = (capacity - cache_len - 1).min(self.max_tokens - self.out.len());
         // A cache that cannot go back (recurrent states) cannot drop rejected drafts.
-        let mut drafts = if self.speculate > 0 && alone && cache.rewinds() && self.gate.open() {
-            ngram_draft(&self.history, self.gate.draft_len(self.speculate).min(room))
+        let mut drafts = if self.speculate > 0 && alone && rewinds && self.gate.open() {
+            drafter(&self.history, self.gate.draft_len(self.speculate).min(room))?
         } else {
             Vec::new()
         };
@@ -433,8 +488,8 @@ impl Decoding {
         tokens.push(last);
         tokens.extend_from_slice(&drafts);
         let rows = if drafts.is_empty() { LogitRows::Last } else { LogitRows::All };
-        self.pending = Some(Pending { start: cache.len(), drafts, prompt_chunk: 0, alone, at });
-        Some(Input { tokens, rows })
+        self.pending = Some(Pending { start: cache_len, drafts, prompt_chunk: 0, alone, at });
+        Ok(Some(Input { tokens, rows }))
     }
 
     /// Takes the logits rows of the last [`Decoding::input`] (fed to the model, which
@@ -611,8 +666,11 @@ pub fn generate_observed(
     on_token: &mut dyn FnMut(u32, &[f32]),
 ) -> Result<(Vec<u32>, GenerationStats)> {
     let mut d = Decoding::new(prompt, cache, sampler, opts)?;
+    if opts.speculate > 0 && !cache.has_draft() && cache.rewinds() {
+        model.enable_drafts(cache)?;
+    }
     let ctx = ExecContext::current();
-    while let Some(input) = d.input(cache, sampler, usize::MAX, true) {
+    while let Some(input) = d.input_with(model, cache, sampler, usize::MAX, true)? {
         let logits = ctx.run_on_pool(|| {
             let mut batch = [Segment { tokens: &input.tokens, cache: &mut *cache, rows: input.rows }];
             model.forward_batch(&mut batch)

@@ -93,6 +93,50 @@ pub struct LayerShape {
     pub value_dim: usize,
 }
 
+/// What a model that drafts its own tokens (GLM-4.5's next-token-prediction layer) keeps
+/// beside a sequence's cache: the drafter's own keys and values, and the main model's last
+/// hidden states (the drafter's input for the positions whose next token was not known when
+/// they ran).
+#[derive(Debug)]
+pub struct DraftState {
+    /// The drafter's keys and values: one layer, one entry per position it has read.
+    pub cache: KvCache,
+    /// The position of each entry of `cache`, increasing (a position may be missing: the
+    /// drafter then attends without it, which only makes its drafts worse).
+    pub positions: Vec<usize>,
+    /// The main model's final hidden states (after its output norm) from its last pass,
+    /// `hidden_width` values per position from `hidden_at` on.
+    pub hidden: Vec<f32>,
+    /// The position of the first row of `hidden`.
+    pub hidden_at: usize,
+    /// Values per row of `hidden`.
+    pub hidden_width: usize,
+}
+
+impl DraftState {
+    /// The main model's hidden state at `position`, if the last pass computed it.
+    pub fn hidden_row(&self, position: usize) -> Option<&[f32]> {
+        let w = self.hidden_width;
+        let i = position.checked_sub(self.hidden_at)?;
+        self.hidden.get(i * w..(i + 1) * w)
+    }
+
+    /// Keeps the drafter's entries of positions before `position`.
+    pub fn keep_before(&mut self, position: usize) {
+        let n = self.positions.partition_point(|&p| p < position);
+        self.positions.truncate(n);
+        self.cache.truncate(n);
+    }
+
+    /// Forgets every entry and hidden state.
+    fn reset(&mut self) {
+        self.positions.clear();
+        self.cache.clear();
+        self.hidden.clear();
+        self.hidden_at = 0;
+    }
+}
+
 /// Keys and values for every layer, for up to `capacity` positions.
 #[derive(Debug)]
 pub struct KvCache {
@@ -105,6 +149,8 @@ pub struct KvCache {
     kind: KvType,
     /// The carried states of recurrent layers (Qwen3.5's Gated DeltaNet), one per such layer.
     recurrent: Vec<(ConvState, DeltaState)>,
+    /// A self-drafting model's state ([`KvCache::set_draft`]).
+    draft: Option<Box<DraftState>>,
 }
 
 impl KvCache {
@@ -170,6 +216,7 @@ impl KvCache {
             len: 0,
             kind,
             recurrent: Vec::new(),
+            draft: None,
         })
     }
 
@@ -232,6 +279,25 @@ impl KvCache {
             c.reset();
             d.reset();
         }
+        if let Some(d) = &mut self.draft {
+            d.reset();
+        }
+    }
+
+    /// Attaches a self-drafting model's state (see [`DraftState`]), which then follows the
+    /// cache: [`KvCache::truncate`] drops the drafter's entries whose next token is gone.
+    pub fn set_draft(&mut self, state: DraftState) {
+        self.draft = Some(Box::new(state));
+    }
+
+    /// The self-drafting model's state, if one is attached.
+    pub fn draft_mut(&mut self) -> Option<&mut DraftState> {
+        self.draft.as_deref_mut()
+    }
+
+    /// Whether a self-drafting model's state is attached.
+    pub fn has_draft(&self) -> bool {
+        self.draft.is_some()
     }
 
     /// Drops positions from `len` on (e.g. to reuse a shared prompt prefix) and returns how
@@ -243,6 +309,13 @@ impl KvCache {
             self.clear();
         }
         self.len = self.len.min(len);
+        if let Some(d) = &mut self.draft {
+            // A drafter's entry at position p read the token at p + 1: it stays while that
+            // token does.
+            d.keep_before(self.len.saturating_sub(1));
+            let keep = self.len.saturating_sub(d.hidden_at) * d.hidden_width;
+            d.hidden.truncate(keep.min(d.hidden.len()));
+        }
         self.len
     }
 

@@ -24,7 +24,7 @@ pub mod weights;
 pub use batch::{LogitRows, Segment};
 pub use chat::{render_chat, Message, Role};
 pub use generate::{generate, generate_observed, CausalLm, GenerateOptions, GenerationStats, StopReason};
-pub use kv_cache::{KvCache, KvType, LayerShape, Values};
+pub use kv_cache::{DraftState, KvCache, KvType, LayerShape, Values};
 pub use sampling::{Sampler, SamplingParams};
 pub use tokenizer::Tokenizer;
 pub use weights::ModelFile;

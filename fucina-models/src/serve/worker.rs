@@ -355,6 +355,11 @@ impl<'a> Engine<'a> {
             context: s.fed.clone(),
         };
         let decoding = Decoding::new(&job.prompt[common..], cache, &sampler, &gen)?;
+        // A model that drafts its own tokens follows the slot's cache from its first request
+        // on (the state rides along with the cache and its kept prefix).
+        if self.opts.speculate > 0 && !cache.has_draft() && cache.rewinds() {
+            self.model.enable_drafts(cache)?;
+        }
         let prompt = std::mem::take(&mut job.prompt);
         Ok(Active { slot, decoding, sampler, reply: Reply::new(job, prompt.len()), common, prompt, input: None })
     }
@@ -384,7 +389,7 @@ impl<'a> Engine<'a> {
             if a.reply.cancelled {
                 continue;
             }
-            let Some(cache) = self.slots[a.slot].cache.as_ref() else { continue };
+            let Some(cache) = self.slots[a.slot].cache.as_mut() else { continue };
             if a.decoding.in_prefill() {
                 if budget == 0 {
                     continue;
@@ -392,7 +397,15 @@ impl<'a> Engine<'a> {
                 a.input = a.decoding.input(cache, &mut a.sampler, budget, false);
                 budget -= a.input.as_ref().map_or(0, |i| i.tokens.len().min(budget));
             } else {
-                a.input = a.decoding.input(cache, &mut a.sampler, 0, alone);
+                // The model's own drafts where it makes them (GLM-4.5's next-token layer);
+                // a drafter that fails leaves the step without drafts.
+                a.input = match a.decoding.input_with(self.model, cache, &mut a.sampler, 0, alone) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        eprintln!("drafting failed ({e}); decoding without drafts");
+                        a.decoding.input(cache, &mut a.sampler, 0, false)
+                    }
+                };
             }
         }
         let mut caches: Vec<Option<&mut KvCache>> = self.slots.iter_mut().map(|s| s.cache.as_mut()).collect();
