@@ -20,7 +20,9 @@ own converter, and its goldens.
    files GLM-4.5 under).
 5. Writes fucina-models/assets/glm4moe-tiny-f32.gguf and
    fucina-models/tests/goldens/glm4moe.json: token ids for the tricky-string corpus, and
-   logits for fixed prompts (every prefill position and 16 greedy decode steps).
+   logits for fixed prompts (every prefill position and 16 greedy decode steps), and the
+   next-token-prediction layer's logits for the same prompts (`nextn_reference`: its
+   decoder layer is transformers' own Glm4MoeDecoderLayer).
 """
 import json
 import os
@@ -74,6 +76,30 @@ def with_nextn(d, cfg, seed):
     weights[pre + "shared_head.head.weight"] = 0.2 * torch.randn(cfg.vocab_size, h)
     weights[pre + "embed_tokens.weight"] = weights["model.embed_tokens.weight"].clone()
     save_file(weights, path, metadata={"format": "pt"})
+    return donor.model.layers[n], {k[len(pre):]: weights[k] for k in weights if k.startswith(pre)}
+
+
+def nextn_reference(model, layer, w, ids, eps):
+    """The next-token-prediction layer's logits as DeepSeek-V3 and GLM-4.5 define it (and
+    llama.cpp's MTP graph computes it): row p reads the main model's final hidden state at p
+    (after its output norm) and the embedding of the token at p + 1, joined as
+    `eh_proj([enorm(e); hnorm(h)])`, runs the decoder layer (transformers' own
+    Glm4MoeDecoderLayer with the checkpoint's weights) causally at positions 0.., and predicts
+    the token at p + 2 through `shared_head`."""
+    def rms(x, weight):
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    with torch.no_grad():
+        t = torch.tensor([ids])
+        h = model.model(t).last_hidden_state[0, :-1]
+        e = w["embed_tokens.weight"][t[0, 1:]]
+        x = torch.cat([rms(e, w["enorm.weight"]), rms(h, w["hnorm.weight"])], dim=-1) @ w["eh_proj.weight"].T
+        m = x.shape[0]
+        pos = torch.arange(m)[None]
+        cos_sin = model.model.rotary_emb(x[None], pos)
+        mask = torch.full((m, m), float("-inf")).triu(1)[None, None]
+        y = layer(x[None], attention_mask=mask, position_ids=pos, position_embeddings=cos_sin)
+        y = y[0] if isinstance(y, tuple) else y
+        return rms(y[0], w["shared_head.norm.weight"]) @ w["shared_head.head.weight"].T
 
 
 def main():
@@ -102,7 +128,7 @@ def main():
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "glm4"
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d)
-        with_nextn(d, cfg, 6)
+        nextn_layer, nextn_weights = with_nextn(d, cfg, 6)
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="[gMASK]", eos_token="<|endoftext|>")
         fast.save_pretrained(d)
         import sys
@@ -116,6 +142,9 @@ def main():
     prompts = ["[gMASK]<sop>What is the capital of France? 12345 numbers",
                "[gMASK]<sop><|system|>\nbe brief<|user|>\nhello<|assistant|>\n<think></think>\n"]
     result = reference(model, tok, path, prompts, "glm4moe")
+    result["nextn"] = [{"ids": c["ids"], "logits": nextn_reference(model, nextn_layer, nextn_weights, c["ids"],
+                                                                   cfg.rms_norm_eps).tolist()}
+                       for c in result["cases"]]
     out = os.path.join(gold, "glm4moe.json")
     with open(out, "w") as f:
         json.dump({"generator": "tools/gen_glm4moe_tiny.py", "models": {"glm4moe": result}}, f, ensure_ascii=False)

@@ -82,3 +82,127 @@ fn a_whole_pre_token_in_the_vocabulary_skips_the_merges_where_the_pre_tokenizer_
         assert_eq!(tok.encode("bc").unwrap(), [4], "{pre}");
     }
 }
+
+fn glm() -> fucina_models::qwen3::Qwen3 {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
+    let f = fucina_models::llm::ModelFile::open(&path, &["glm4moe"]).unwrap();
+    fucina_models::qwen3::Qwen3::load(&f).unwrap()
+}
+
+/// The next-token-prediction layer against the reference (`nextn_reference` in the
+/// generator: transformers' own Glm4MoeDecoderLayer with the layer's weights, on the main
+/// model's final hidden states and the next tokens' embeddings): every row of both prompts,
+/// on both backends, within the decoder's tolerance.
+#[test]
+fn the_next_token_layer_matches_its_reference() {
+    let gold = goldens::load("glm4moe.json");
+    let cases = gold["models"]["glm4moe"]["nextn"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    for (backend, threads) in [(BackendKind::Scalar, 1), (BackendKind::Native, 2)] {
+        let ctx = ExecContext::with_backend(backend, threads).unwrap();
+        let _g = ctx.enter();
+        let model = glm();
+        for case in cases {
+            let ids = goldens::ids(&case["ids"]);
+            let got = model.nextn_logits(&ids).unwrap().to_f32_vec();
+            let want: Vec<f32> = case["logits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
+                .collect();
+            assert_eq!(got.len(), want.len());
+            let d = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(d <= TOL, "{backend:?}: next-token logits max diff {d}");
+        }
+    }
+}
+
+/// Speculative decoding with the model's own drafts gives the tokens of plain greedy
+/// decoding (the main model verifies every draft), drafts are made, and the drafter's cache
+/// keeps one entry per position whose next token is known.
+#[test]
+fn drafts_from_the_next_token_layer_are_lossless() {
+    use fucina_models::llm::generate::{generate, CausalLm, GenerateOptions};
+    use fucina_models::llm::{KvType, Sampler, SamplingParams, Tokenizer};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
+    let header = fucina::formats::gguf::GgufFile::open(&path).unwrap().header().clone();
+    let tok = Tokenizer::from_gguf(&header).unwrap();
+    let model = glm();
+    let prompt = tok.encode("[gMASK]<sop>What is the capital of France? 12345 numbers").unwrap();
+    let run = |speculate: usize| {
+        let mut cache = model.new_cache(128, KvType::F32).unwrap();
+        let opts = GenerateOptions { max_tokens: 40, speculate, ..GenerateOptions::default() };
+        let mut sampler = Sampler::new(SamplingParams::default());
+        let (ids, stats) = generate(&model, &tok, &mut cache, &prompt, &mut sampler, &opts, &mut |_| true).unwrap();
+        (ids, stats, cache)
+    };
+    let (plain, _, _) = run(0);
+    let (drafted, stats, mut cache) = run(3);
+    assert_eq!(drafted, plain, "drafts must not change greedy output");
+    assert!(stats.drafted > 0, "the next-token layer drafted nothing");
+    assert!(cache.has_draft());
+    let len = cache.len();
+    let positions = cache.draft_mut().unwrap().positions.clone();
+    assert_eq!(positions, (0..len - 1).collect::<Vec<_>>(), "one drafter entry per position but the last");
+    // The drafter's state after many drafts, rejections and truncations is the state of one
+    // pass over the same sequence: the same next drafts.
+    let history: Vec<u32> = prompt.iter().chain(&drafted).copied().collect();
+    let mut fresh = model.new_cache(128, KvType::F32).unwrap();
+    assert!(model.enable_drafts(&mut fresh).unwrap());
+    model.forward(&history[..len], &mut fresh, fucina_models::llm::LogitRows::None).unwrap();
+    let (a, b) = (cache.draft_mut().unwrap(), fresh.draft_mut().unwrap());
+    assert_eq!(a.positions, b.positions);
+    for (x, y) in [
+        (a.cache.keys(0, 0).unwrap(), b.cache.keys(0, 0).unwrap()),
+        (a.cache.values(0, 0).unwrap(), b.cache.values(0, 0).unwrap()),
+    ] {
+        let d = x.to_f32_vec().iter().zip(y.to_f32_vec()).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max);
+        assert!(d <= 1e-4, "the drafter's keys and values differ from one pass's by {d}");
+    }
+    let want = model.draft(&mut fresh, &history[..len + 1], 3).unwrap();
+    assert_eq!(model.draft(&mut cache, &history[..len + 1], 3).unwrap(), want);
+    assert_eq!(want.len(), 3);
+}
+
+/// The server with `--speculate` on GLM-4.5: each slot's cache carries the drafter's state
+/// (also across a kept prefix, where the drafter misses the position the prefix ends at), and
+/// every answer is still the library's own greedy answer from a fresh cache.
+#[test]
+fn the_server_drafts_with_the_next_token_layer_losslessly() {
+    use fucina_models::llm::chat::{Message, Role};
+    use fucina_models::llm::SamplingParams;
+    use serde_json::{json, Value};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
+    let reference = |messages: &[Message]| common::library_answer(&path, messages, 16, SamplingParams::default());
+    let server = common::start(&[
+        path.to_str().unwrap(),
+        "--threads",
+        "2",
+        "--parallel",
+        "1",
+        "--max-tokens",
+        "16",
+        "--speculate",
+        "3",
+        "--reasoning-format",
+        "inline",
+    ]);
+    let ask = |messages: &[(&str, &str)]| -> String {
+        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+        let body = json!({"model": "glm4moe-tiny-f32", "messages": msgs, "temperature": 0});
+        let r: Value =
+            ureq::post(&format!("{}/v1/chat/completions", server.base)).send_json(body).unwrap().into_json().unwrap();
+        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+    };
+    let first = ask(&[("user", "hello there")]);
+    assert_eq!(first, reference(&[Message::new(Role::User, "hello there")]));
+    assert_eq!(ask(&[("user", "hello there")]), first, "the same request again");
+    let longer = [("user", "hello there"), ("assistant", first.as_str()), ("user", "and again")];
+    let want = reference(&[
+        Message::new(Role::User, "hello there"),
+        Message::new(Role::Assistant, first.as_str()),
+        Message::new(Role::User, "and again"),
+    ]);
+    assert_eq!(ask(&longer), want, "a conversation on the first request's prefix");
+}

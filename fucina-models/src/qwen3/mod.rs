@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod model;
+pub mod nextn;
 
 pub use config::Qwen3Config;
 pub use model::Qwen3;

@@ -12,6 +12,7 @@
 //! are f32 tensors.
 
 use super::config::{FfnAct, Qwen3Config};
+use super::nextn::NextN;
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
@@ -202,19 +203,20 @@ pub struct Qwen3 {
     /// `[vocab, hidden]` output projection, `None` when tied to the embedding.
     #[module(skip)]
     pub output: Option<QWeight<vocab, hidden>>,
+    /// GLM-4.5's next-token-prediction layer, the model's own drafter
+    /// ([`super::nextn`]), when the file has it.
+    pub nextn: Option<NextN>,
     #[module(skip)]
-    rope: Rope,
+    pub(crate) rope: Rope,
 }
 
 impl Qwen3 {
     /// Loads a `qwen3`, `qwen3moe`, `qwen2`, `llama` or `glm4moe` GGUF (llama.cpp's tensor
     /// names), leaving the matrices in the map. A `glm4moe` file's next-token-prediction
-    /// layer is not loaded.
+    /// layer is loaded as the model's drafter ([`super::nextn`]).
     pub fn load(f: &ModelFile) -> Result<Qwen3> {
         let c = Qwen3Config::from_file(f)?;
-        let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
-        // With an output gate the query projection yields each head's query and gate.
-        let qd_full = if c.attn_gate { 2 * qd } else { qd };
+        let h = c.hidden;
         let norm = |name: &str, width: usize| -> Result<Option<Tensor<axes![hidden]>>> {
             if c.norm_weights {
                 Ok(Some(f.dense(name, &[width])?))
@@ -222,89 +224,7 @@ impl Qwen3 {
                 Ok(None)
             }
         };
-        let blocks = (0..c.layers)
-            .map(|l| -> Result<Block> {
-                let n = |s: &str| format!("blk.{l}.{s}.weight");
-                let b = |s: &str| format!("blk.{l}.{s}.bias");
-                Ok(Block {
-                    attn_norm: norm(&n("attn_norm"), h)?,
-                    mixer: if c.is_recurrent(l) {
-                        Mixer::DeltaNet(DeltaNet::load(f, &c, l)?)
-                    } else {
-                        Mixer::Attention(Attention {
-                            q: f.matrix(&n("attn_q"), qd_full, h)?,
-                            k: f.matrix(&n("attn_k"), kvd, h)?,
-                            v: f.matrix(&n("attn_v"), kvd, h)?,
-                            o: f.matrix(&n("attn_output"), h, qd)?,
-                            q_norm: if c.qk_norm && c.norm_weights {
-                                Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?)
-                            } else {
-                                None
-                            },
-                            k_norm: if c.qk_norm && c.norm_weights {
-                                Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?)
-                            } else {
-                                None
-                            },
-                            bias: if c.qkv_bias {
-                                Some(QkvBias {
-                                    q: f.dense(&b("attn_q"), &[qd_full])?,
-                                    k: f.dense(&b("attn_k"), &[kvd])?,
-                                    v: f.dense(&b("attn_v"), &[kvd])?,
-                                })
-                            } else {
-                                None
-                            },
-                        })
-                    },
-                    slot: (0..l).filter(|&i| c.is_recurrent(i) == c.is_recurrent(l)).count(),
-                    // GLM-4.5's pre-feed-forward norm keeps the name of its Hugging Face
-                    // weight (`post_attention_layernorm`) in llama.cpp's files.
-                    ffn_norm: if f.has(&n("post_attention_norm")) && !f.has(&n("ffn_norm")) {
-                        norm(&n("post_attention_norm"), h)?
-                    } else {
-                        norm(&n("ffn_norm"), h)?
-                    },
-                    ffn: match &c.moe {
-                        Some(m) if c.is_moe(l) => {
-                            let (e, w) = (m.experts, m.expert_ffn);
-                            // Every expert stays resident here (no streaming), so each is
-                            // repacked for this CPU like a dense matrix.
-                            let gates = f.matrices(&n("ffn_gate_exps"), e, w, h)?;
-                            let ups = f.matrices(&n("ffn_up_exps"), e, w, h)?;
-                            let downs = f.matrices(&n("ffn_down_exps"), e, h, w)?;
-                            let gates = gates.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
-                            let ups = ups.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
-                            let downs = downs.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
-                            let experts = gates
-                                .into_iter()
-                                .zip(ups)
-                                .zip(downs)
-                                .map(|((gate, up), down)| Mlp { gate, up, down })
-                                .collect();
-                            let shared =
-                                if m.shared > 0 { Some(Mlp::load(f, l, "_shexp", m.shared_ffn, h)?) } else { None };
-                            let shared_gate =
-                                if m.shared_gate { Some(f.matrix(&n("ffn_gate_inp_shexp"), 1, h)?) } else { None };
-                            let bias = format!("blk.{l}.exp_probs_b.bias");
-                            Ffn::Moe(Box::new(Moe {
-                                router: f.matrix(&n("ffn_gate_inp"), e, h)?,
-                                bias: if f.has(&bias) { Some(f.dense(&bias, &[e])?) } else { None },
-                                experts,
-                                shared,
-                                shared_gate,
-                                routing: m.routing,
-                            }))
-                        }
-                        _ if c.ffn_act == FfnAct::Relu2 => Ffn::Relu2(Relu2Mlp {
-                            up: f.matrix(&n("ffn_up"), c.ffn, h)?,
-                            down: f.matrix(&n("ffn_down"), h, c.ffn)?,
-                        }),
-                        _ => Ffn::Dense(Mlp::load(f, l, "", c.ffn, h)?),
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let blocks = (0..c.layers).map(|l| load_block(f, &c, l)).collect::<Result<Vec<_>>>()?;
         let output = if f.has("output.weight") { Some(f.matrix("output.weight", c.vocab, h)?) } else { None };
         // Llama 3's per-pair factors divide the frequencies (llama.cpp's `rope_freqs`), and
         // linear scaling divides the positions, which is the same as dividing every one.
@@ -328,6 +248,7 @@ impl Qwen3 {
             blocks,
             norm: norm("output_norm.weight", h)?,
             output,
+            nextn: NextN::load(f, &c)?,
             rope,
             config: c,
         })
@@ -487,6 +408,15 @@ impl Qwen3 {
             };
             x = x.add(&m)?;
         }
+        // The model's own drafter follows every sequence that carries its state.
+        if let Some(nx) = self.nextn.as_ref().filter(|_| batch.iter().any(|s| s.cache.has_draft())) {
+            let xn = x.rms_norm::<hidden>(self.norm.as_ref(), c.rms_eps)?;
+            for (s, &(at, n)) in batch.iter_mut().zip(&spans) {
+                if s.cache.has_draft() {
+                    self.nextn_follow(nx, s, &xn.narrow::<seq>(at, n)?)?;
+                }
+            }
+        }
         let logits = batch::logits(x, &spans, batch, |x| {
             let logits = lm_head(x, self.norm.as_ref(), c.rms_eps, self.output.as_ref(), &self.embed)?;
             match c.logit_softcap {
@@ -498,7 +428,7 @@ impl Qwen3 {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn attention(
+    pub(crate) fn attention(
         &self,
         layer: usize,
         a: &Attention,
@@ -594,6 +524,94 @@ impl Qwen3 {
     }
 }
 
+/// Layer `l`'s block from `f` (llama.cpp's names): its norms, its mixer (attention or Gated
+/// DeltaNet) and its feed-forward (dense, squared-ReLU or experts).
+pub(crate) fn load_block(f: &ModelFile, c: &Qwen3Config, l: usize) -> Result<Block> {
+    let (h, qd, kvd) = (c.hidden, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+    // With an output gate the query projection yields each head's query and gate.
+    let qd_full = if c.attn_gate { 2 * qd } else { qd };
+    let norm = |name: &str, width: usize| -> Result<Option<Tensor<axes![hidden]>>> {
+        if c.norm_weights {
+            Ok(Some(f.dense(name, &[width])?))
+        } else {
+            Ok(None)
+        }
+    };
+    let n = |s: &str| format!("blk.{l}.{s}.weight");
+    let b = |s: &str| format!("blk.{l}.{s}.bias");
+    Ok(Block {
+        attn_norm: norm(&n("attn_norm"), h)?,
+        mixer: if c.is_recurrent(l) {
+            Mixer::DeltaNet(DeltaNet::load(f, c, l)?)
+        } else {
+            Mixer::Attention(Attention {
+                q: f.matrix(&n("attn_q"), qd_full, h)?,
+                k: f.matrix(&n("attn_k"), kvd, h)?,
+                v: f.matrix(&n("attn_v"), kvd, h)?,
+                o: f.matrix(&n("attn_output"), h, qd)?,
+                q_norm: if c.qk_norm && c.norm_weights {
+                    Some(f.dense(&n("attn_q_norm"), &[c.head_dim])?)
+                } else {
+                    None
+                },
+                k_norm: if c.qk_norm && c.norm_weights {
+                    Some(f.dense(&n("attn_k_norm"), &[c.head_dim])?)
+                } else {
+                    None
+                },
+                bias: if c.qkv_bias {
+                    Some(QkvBias {
+                        q: f.dense(&b("attn_q"), &[qd_full])?,
+                        k: f.dense(&b("attn_k"), &[kvd])?,
+                        v: f.dense(&b("attn_v"), &[kvd])?,
+                    })
+                } else {
+                    None
+                },
+            })
+        },
+        slot: (0..l).filter(|&i| c.is_recurrent(i) == c.is_recurrent(l)).count(),
+        // GLM-4.5's pre-feed-forward norm keeps the name of its Hugging Face
+        // weight (`post_attention_layernorm`) in llama.cpp's files.
+        ffn_norm: if f.has(&n("post_attention_norm")) && !f.has(&n("ffn_norm")) {
+            norm(&n("post_attention_norm"), h)?
+        } else {
+            norm(&n("ffn_norm"), h)?
+        },
+        ffn: match &c.moe {
+            Some(m) if c.is_moe(l) => {
+                let (e, w) = (m.experts, m.expert_ffn);
+                // Every expert stays resident here (no streaming), so each is
+                // repacked for this CPU like a dense matrix.
+                let gates = f.matrices(&n("ffn_gate_exps"), e, w, h)?;
+                let ups = f.matrices(&n("ffn_up_exps"), e, w, h)?;
+                let downs = f.matrices(&n("ffn_down_exps"), e, h, w)?;
+                let gates = gates.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
+                let ups = ups.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
+                let downs = downs.into_iter().map(|x| f.prepare(x)).collect::<Result<Vec<_>>>()?;
+                let experts =
+                    gates.into_iter().zip(ups).zip(downs).map(|((gate, up), down)| Mlp { gate, up, down }).collect();
+                let shared = if m.shared > 0 { Some(Mlp::load(f, l, "_shexp", m.shared_ffn, h)?) } else { None };
+                let shared_gate = if m.shared_gate { Some(f.matrix(&n("ffn_gate_inp_shexp"), 1, h)?) } else { None };
+                let bias = format!("blk.{l}.exp_probs_b.bias");
+                Ffn::Moe(Box::new(Moe {
+                    router: f.matrix(&n("ffn_gate_inp"), e, h)?,
+                    bias: if f.has(&bias) { Some(f.dense(&bias, &[e])?) } else { None },
+                    experts,
+                    shared,
+                    shared_gate,
+                    routing: m.routing,
+                }))
+            }
+            _ if c.ffn_act == FfnAct::Relu2 => Ffn::Relu2(Relu2Mlp {
+                up: f.matrix(&n("ffn_up"), c.ffn, h)?,
+                down: f.matrix(&n("ffn_down"), h, c.ffn)?,
+            }),
+            _ => Ffn::Dense(Mlp::load(f, l, "", c.ffn, h)?),
+        },
+    })
+}
+
 impl DeltaNet {
     /// Layer `l`'s Gated DeltaNet from `f` (llama.cpp's `qwen35` names).
     pub fn load(f: &ModelFile, c: &Qwen3Config, l: usize) -> Result<DeltaNet> {
@@ -680,5 +698,13 @@ impl crate::llm::generate::CausalLm for Qwen3 {
 
     fn forward_batch(&self, batch: &mut [Segment<'_>]) -> Result<Vec<Tensor<axes![seq, vocab]>>> {
         self.forward_batch_traced(batch, None)
+    }
+
+    fn enable_drafts(&self, cache: &mut KvCache) -> Result<bool> {
+        self.attach_drafter(cache)
+    }
+
+    fn draft(&self, cache: &mut KvCache, history: &[u32], max: usize) -> Result<Vec<u32>> {
+        Qwen3::draft(self, cache, history, max)
     }
 }
