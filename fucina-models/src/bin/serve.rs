@@ -58,9 +58,9 @@ struct Args {
     /// Answer without Qwen3's thinking block unless a request asks for it.
     #[arg(long)]
     no_think: bool,
-    /// Speculative decoding (not with a grammar): draft up to N tokens per step from the
-    /// conversation itself, verified in one batched step (greedy: the same tokens; sampled:
-    /// the same distribution).
+    /// Speculative decoding: draft up to N tokens per step (GLM-4.5: its own
+    /// next-token-prediction layer; other models: the conversation's n-grams), verified in
+    /// one batched step (greedy: the same tokens; sampled: the same distribution).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(0..=64), usize::from))]
     speculate: usize,
     /// Where chat answers put the `<think>` block: `separate` (the `reasoning_content` field)

@@ -99,10 +99,11 @@ pub struct LmArgs {
     /// RNG seed for sampling (default: a fresh random one each run).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Speculative decoding without a draft model: draft up to N tokens per step from the
-    /// conversation itself (n-gram matches) and verify them in one batched step (greedy:
-    /// the same tokens; sampled: the same distribution); with a grammar, drafts stop where
-    /// it would refuse one; a gate turns it off where drafts miss.
+    /// Speculative decoding: draft up to N tokens per step — with GLM-4.5's own
+    /// next-token-prediction layer where the file has it, else from the conversation itself
+    /// (n-gram matches) — and verify them in one batched step (greedy: the same tokens;
+    /// sampled: the same distribution); with a grammar, drafts stop where it would refuse
+    /// one; a gate turns it off where drafts miss.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(0..=64), usize::from))]
     pub speculate: usize,
     /// Constrain every answer to JSON valid against the JSON schema in this file
