@@ -407,7 +407,7 @@ impl Gemma4 {
         let logits = batch::logits(x, &spans, batch, |x| {
             let logits = lm_head(x, Some(&self.norm), c.rms_eps, self.output.as_ref(), &self.embed)?;
             match c.logit_softcap {
-                Some(cap) => logits.scale(1.0 / cap)?.tanh()?.scale(cap),
+                Some(cap) => logits.softcap(cap),
                 None => Ok(logits),
             }
         })?;

@@ -129,7 +129,7 @@ impl Gpt {
         let x = x.rms_norm::<hidden>(None, c.eps)?;
         let logits = einsum!(x, self.head; hidden ->)?;
         match c.softcap {
-            Some(cap) => logits.scale(1.0 / cap)?.tanh()?.scale(cap),
+            Some(cap) => logits.softcap(cap),
             None => Ok(logits),
         }
     }

@@ -420,7 +420,7 @@ impl Qwen3 {
         let logits = batch::logits(x, &spans, batch, |x| {
             let logits = lm_head(x, self.norm.as_ref(), c.rms_eps, self.output.as_ref(), &self.embed)?;
             match c.logit_softcap {
-                Some(cap) => logits.scale(1.0 / cap)?.tanh()?.scale(cap),
+                Some(cap) => logits.softcap(cap),
                 None => Ok(logits),
             }
         })?;
