@@ -184,6 +184,15 @@ impl ChatFormat {
         }
     }
 
+    /// The tags around the format's reasoning: Gemma 4's thought channel, `<think>` for the
+    /// others.
+    pub fn reasoning_tags(self) -> crate::llm::reasoning::ReasoningTags {
+        match self {
+            ChatFormat::Gemma4 => crate::llm::reasoning::ReasoningTags::GEMMA4,
+            _ => crate::llm::reasoning::ReasoningTags::THINK,
+        }
+    }
+
     /// Whether the prompt opens the answer's reasoning itself (R1 with thinking on), so
     /// the answer starts inside `<think>`.
     pub fn opens_reasoning(self, think: bool) -> bool {

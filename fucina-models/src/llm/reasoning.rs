@@ -1,7 +1,8 @@
 //! Splits a thinking model's answer into its reasoning and its reply: the text between a
-//! leading `<think>` and `</think>` (Qwen3, DeepSeek-R1) is reasoning, what follows (leading
-//! whitespace dropped) is the reply. Works on streamed pieces: nothing is released that a
-//! later piece could still turn into a tag.
+//! leading `<think>` and `</think>` (Qwen3, DeepSeek-R1, GLM-4.5; Gemma 4's
+//! `<|channel>thought` and `<channel|>`: [`ReasoningTags`]) is reasoning, what follows
+//! (leading whitespace dropped) is the reply. Works on streamed pieces: nothing is released
+//! that a later piece could still turn into a tag.
 //!
 //! ```
 //! use fucina_models::llm::reasoning::ReasoningSplitter;
@@ -24,6 +25,28 @@ pub const THINK_OPEN: &str = "<think>";
 /// The tag that closes it.
 pub const THINK_CLOSE: &str = "</think>";
 
+/// The tags around a model's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasoningTags {
+    /// Opens the reasoning at the start of an answer.
+    pub open: &'static str,
+    /// Closes it.
+    pub close: &'static str,
+}
+
+impl ReasoningTags {
+    /// `<think>` ... `</think>` (Qwen3, DeepSeek-R1, GLM-4.5).
+    pub const THINK: ReasoningTags = ReasoningTags { open: THINK_OPEN, close: THINK_CLOSE };
+    /// Gemma 4's thought channel: `<|channel>thought` ... `<channel|>`.
+    pub const GEMMA4: ReasoningTags = ReasoningTags { open: "<|channel>thought", close: "<channel|>" };
+}
+
+impl Default for ReasoningTags {
+    fn default() -> ReasoningTags {
+        ReasoningTags::THINK
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Not yet known whether the answer opens with `<think>`.
@@ -42,6 +65,7 @@ pub struct ReasoningSplitter {
     phase: Phase,
     buf: String,
     opened: bool,
+    tags: ReasoningTags,
 }
 
 /// The length of the longest suffix of `s` that is a proper prefix of `tag` (text that a
@@ -57,8 +81,13 @@ impl ReasoningSplitter {
     /// A splitter; `in_reasoning` when the prompt itself opened the reasoning (a template
     /// that prefills `<think>`), so the answer starts inside it.
     pub fn new(in_reasoning: bool) -> ReasoningSplitter {
+        ReasoningSplitter::with_tags(in_reasoning, ReasoningTags::THINK)
+    }
+
+    /// A splitter for reasoning between `tags`.
+    pub fn with_tags(in_reasoning: bool, tags: ReasoningTags) -> ReasoningSplitter {
         let phase = if in_reasoning { Phase::Reasoning } else { Phase::Start };
-        ReasoningSplitter { phase, buf: String::new(), opened: in_reasoning }
+        ReasoningSplitter { phase, buf: String::new(), opened: in_reasoning, tags }
     }
 
     /// Whether the answer had a reasoning part (so far).
@@ -74,23 +103,23 @@ impl ReasoningSplitter {
             match self.phase {
                 Phase::Start => {
                     let t = self.buf.trim_start();
-                    if let Some(rest) = t.strip_prefix(THINK_OPEN) {
+                    if let Some(rest) = t.strip_prefix(self.tags.open) {
                         self.buf = rest.to_string();
                         self.phase = Phase::Reasoning;
                         self.opened = true;
-                    } else if THINK_OPEN.starts_with(t) {
+                    } else if self.tags.open.starts_with(t) {
                         return (reasoning, reply); // only whitespace or a cut tag so far
                     } else {
                         self.phase = Phase::Reply;
                     }
                 }
                 Phase::Reasoning => {
-                    if let Some(at) = self.buf.find(THINK_CLOSE) {
+                    if let Some(at) = self.buf.find(self.tags.close) {
                         reasoning.push_str(&self.buf[..at]);
-                        self.buf.drain(..at + THINK_CLOSE.len());
+                        self.buf.drain(..at + self.tags.close.len());
                         self.phase = Phase::AfterClose;
                     } else {
-                        let keep = partial_tag(&self.buf, THINK_CLOSE);
+                        let keep = partial_tag(&self.buf, self.tags.close);
                         let upto = self.buf.len() - keep;
                         reasoning.push_str(&self.buf[..upto]);
                         self.buf.drain(..upto);
@@ -164,6 +193,23 @@ mod tests {
                 assert_eq!(split_pieces(&[&text[..i], &text[i..j], &text[j..]], false), want, "cut at {i}, {j}");
             }
         }
+    }
+
+    #[test]
+    fn gemma4_thought_channels_split_the_same_way() {
+        let text = "<|channel>thought\nIt is Paris.<channel|>Paris.";
+        let chars: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        for &i in &chars {
+            let mut s = ReasoningSplitter::with_tags(false, ReasoningTags::GEMMA4);
+            let (mut r, mut c) = s.push(&text[..i]);
+            let (r2, c2) = s.push(&text[i..]);
+            let (r3, c3) = s.finish();
+            r += &(r2 + &r3);
+            c += &(c2 + &c3);
+            assert_eq!((r.as_str(), c.as_str()), ("\nIt is Paris.", "Paris."), "cut at {i}");
+        }
+        let mut s = ReasoningSplitter::with_tags(false, ReasoningTags::GEMMA4);
+        assert_eq!(s.push("<think>x</think>y"), (String::new(), "<think>x</think>y".to_string()));
     }
 
     #[test]

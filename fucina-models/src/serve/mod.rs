@@ -419,6 +419,7 @@ async fn prepare_chat(st: &Arc<AppState>, body: &ChatRequest) -> Result<Prepared
     let mut p = prepare(st, Input::Chat(prompt), &body.common, tool_req).await?;
     p.split.separate_reasoning = reasoning == ReasoningFormat::Separate;
     p.split.opened_reasoning = st.format.opens_reasoning(think);
+    p.split.tags = st.format.reasoning_tags();
     Ok(p)
 }
 

@@ -4,7 +4,7 @@
 //! same splitters as the stream, so both say the same.
 
 use crate::llm::chat::ToolCall;
-use crate::llm::reasoning::ReasoningSplitter;
+use crate::llm::reasoning::{ReasoningSplitter, ReasoningTags};
 use crate::llm::tools::{ToolCallSplitter, ToolSyntax};
 use serde_json::{json, Map, Value};
 
@@ -58,6 +58,8 @@ pub struct SplitSpec {
     pub opened_reasoning: bool,
     /// The request has tools, which the model calls in this syntax.
     pub tools: Option<ToolSyntax>,
+    /// The tags around the model's reasoning.
+    pub tags: ReasoningTags,
 }
 
 /// The splitter for one answer.
@@ -73,7 +75,7 @@ impl ChatSplit {
     /// Splits as `spec` says; call ids are `call_{id}_{index}`.
     pub fn new(spec: SplitSpec, id: &str) -> ChatSplit {
         ChatSplit {
-            reasoning: spec.separate_reasoning.then(|| ReasoningSplitter::new(spec.opened_reasoning)),
+            reasoning: spec.separate_reasoning.then(|| ReasoningSplitter::with_tags(spec.opened_reasoning, spec.tags)),
             tools: spec.tools.map(ToolCallSplitter::new),
             calls: 0,
             id: id.to_string(),
@@ -149,13 +151,18 @@ mod tests {
     use super::*;
 
     fn spec(separate_reasoning: bool, tools: Option<ToolSyntax>) -> SplitSpec {
-        SplitSpec { separate_reasoning, opened_reasoning: false, tools }
+        SplitSpec { separate_reasoning, opened_reasoning: false, tools, tags: ReasoningTags::THINK }
     }
 
     #[test]
     fn deepseek_calls_after_reasoning_the_prompt_opened() {
         let text = "plan\n</think>\n\nOn it.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-        let s = SplitSpec { separate_reasoning: true, opened_reasoning: true, tools: Some(ToolSyntax::DeepSeek) };
+        let s = SplitSpec {
+            separate_reasoning: true,
+            opened_reasoning: true,
+            tools: Some(ToolSyntax::DeepSeek),
+            tags: ReasoningTags::THINK,
+        };
         let m = ChatSplit::new(s, "d").message(text);
         assert_eq!(m["reasoning_content"], "plan\n");
         assert_eq!(m["content"], "On it.");
