@@ -90,38 +90,33 @@ fn mistral_conversations_render_as_its_template_does() {
     }
 }
 
-#[test]
-fn glm_conversations_render_as_its_template_does() {
+/// Every conversation under `key` of the goldens (rendered by the template whose file ends in
+/// `template`) renders the same through `format` with the case's thinking switch.
+fn renders_as_the_template(key: &str, template: &str, format: ChatFormat, at_least: usize) {
     let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
-    let cases = golden["glm_cases"].as_array().unwrap();
-    assert!(cases.len() >= 5);
-    assert!(golden["glm_template"].as_str().unwrap().ends_with("GLM-4.6.jinja"));
-    // Detected from the vocabulary, as `serve` and the CLI do.
-    let format = ChatFormat::detect(|t| t == "[gMASK]" || t == "<|assistant|>", "glm4moe", None);
-    assert_eq!(format, ChatFormat::Glm4);
+    let cases = golden[format!("{key}_cases")].as_array().unwrap();
+    assert!(cases.len() >= at_least);
+    assert!(golden[format!("{key}_template")].as_str().unwrap().ends_with(template));
     for (i, case) in cases.iter().enumerate() {
         let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
         let messages = parse_messages(&msgs).unwrap();
         let think = case["think"].as_bool().unwrap();
         let got = format.prompt(&messages, think).text_form();
-        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
+        assert_eq!(got, case["text"].as_str().unwrap(), "{key} case {i}");
     }
 }
 
 #[test]
-fn gemma4_conversations_render_as_its_template_does() {
-    let golden: Value = serde_json::from_str(include_str!("goldens/chat_template_tools.json")).unwrap();
-    let cases = golden["gemma4_cases"].as_array().unwrap();
-    assert!(cases.len() >= 5);
-    assert!(golden["gemma4_template"].as_str().unwrap().ends_with("google-gemma-4-31B-it.jinja"));
+fn glm_conversations_render_as_its_template_does() {
     // Detected from the vocabulary, as `serve` and the CLI do.
+    let format = ChatFormat::detect(|t| t == "[gMASK]" || t == "<|assistant|>", "glm4moe", None);
+    assert_eq!(format, ChatFormat::Glm4);
+    renders_as_the_template("glm", "GLM-4.6.jinja", format, 5);
+}
+
+#[test]
+fn gemma4_conversations_render_as_its_template_does() {
     let format = ChatFormat::detect(|t| t == "<|turn>" || t == "<turn|>", "gemma4", None);
     assert_eq!(format, ChatFormat::Gemma4);
-    for (i, case) in cases.iter().enumerate() {
-        let msgs: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
-        let messages = parse_messages(&msgs).unwrap();
-        let think = case["think"].as_bool().unwrap();
-        let got = format.prompt(&messages, think).text_form();
-        assert_eq!(got, case["text"].as_str().unwrap(), "case {i}");
-    }
+    renders_as_the_template("gemma4", "google-gemma-4-31B-it.jinja", format, 5);
 }

@@ -115,40 +115,6 @@ fn prefill_equals_token_by_token_and_batched_decoding() {
 /// conversation on the first one's prefix, with prompt-lookup drafts on.
 #[test]
 fn the_server_answers_as_the_library_does() {
-    use fucina_models::llm::chat::{Message, Role};
-    use fucina_models::llm::SamplingParams;
-    use serde_json::{json, Value};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/gemma4-tiny-f32.gguf");
-    let reference = |messages: &[Message]| common::library_answer(&path, messages, 12, SamplingParams::default());
-    let server = common::start(&[
-        path.to_str().unwrap(),
-        "--threads",
-        "2",
-        "--parallel",
-        "1",
-        "--max-tokens",
-        "12",
-        "--speculate",
-        "4",
-        "--reasoning-format",
-        "inline",
-    ]);
-    let ask = |messages: &[(&str, &str)]| -> String {
-        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
-        let body = json!({"model": "gemma4-tiny-f32", "messages": msgs, "temperature": 0});
-        let r: Value =
-            ureq::post(&format!("{}/v1/chat/completions", server.base)).send_json(body).unwrap().into_json().unwrap();
-        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
-    };
-    let first = ask(&[("user", "hello there")]);
-    assert!(!first.trim().is_empty(), "an answer of some text");
-    assert_eq!(first, reference(&[Message::new(Role::User, "hello there")]));
-    assert_eq!(ask(&[("user", "hello there")]), first, "the same request again");
-    let longer = [("user", "hello there"), ("assistant", first.as_str()), ("user", "and again")];
-    let want = reference(&[
-        Message::new(Role::User, "hello there"),
-        Message::new(Role::Assistant, first.as_str()),
-        Message::new(Role::User, "and again"),
-    ]);
-    assert_eq!(ask(&longer), want, "a conversation on the first request's prefix");
+    common::server_answers_as_the_library(&path, 12, &["--speculate", "4"]);
 }

@@ -170,39 +170,6 @@ fn drafts_from_the_next_token_layer_are_lossless() {
 /// every answer is still the library's own greedy answer from a fresh cache.
 #[test]
 fn the_server_drafts_with_the_next_token_layer_losslessly() {
-    use fucina_models::llm::chat::{Message, Role};
-    use fucina_models::llm::SamplingParams;
-    use serde_json::{json, Value};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
-    let reference = |messages: &[Message]| common::library_answer(&path, messages, 16, SamplingParams::default());
-    let server = common::start(&[
-        path.to_str().unwrap(),
-        "--threads",
-        "2",
-        "--parallel",
-        "1",
-        "--max-tokens",
-        "16",
-        "--speculate",
-        "3",
-        "--reasoning-format",
-        "inline",
-    ]);
-    let ask = |messages: &[(&str, &str)]| -> String {
-        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
-        let body = json!({"model": "glm4moe-tiny-f32", "messages": msgs, "temperature": 0});
-        let r: Value =
-            ureq::post(&format!("{}/v1/chat/completions", server.base)).send_json(body).unwrap().into_json().unwrap();
-        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
-    };
-    let first = ask(&[("user", "hello there")]);
-    assert_eq!(first, reference(&[Message::new(Role::User, "hello there")]));
-    assert_eq!(ask(&[("user", "hello there")]), first, "the same request again");
-    let longer = [("user", "hello there"), ("assistant", first.as_str()), ("user", "and again")];
-    let want = reference(&[
-        Message::new(Role::User, "hello there"),
-        Message::new(Role::Assistant, first.as_str()),
-        Message::new(Role::User, "and again"),
-    ]);
-    assert_eq!(ask(&longer), want, "a conversation on the first request's prefix");
+    common::server_answers_as_the_library(&path, 16, &["--speculate", "3"]);
 }

@@ -26,8 +26,8 @@ impl Drop for Server {
 
 /// The library's own answer to `messages` (rendered in the chat format the file's vocabulary
 /// implies, with thinking on, as the server renders them) on the model at `path`, from a
-/// fresh cache of 256
-/// positions on 2 native threads: the reference a server's answer must equal.
+/// fresh cache of 256 positions on 2 native threads: the reference a server's answer must
+/// equal.
 pub fn library_answer(
     path: &std::path::Path,
     messages: &[fucina_models::llm::chat::Message],
@@ -57,6 +57,43 @@ pub fn library_answer(
     })
     .unwrap();
     text
+}
+
+/// The server on the model at `path` (one slot, greedy, at most `max_tokens`, reasoning
+/// inline, plus `extra` flags) answers as the library does from a fresh cache: a first
+/// request (some text), the same request again, and a longer conversation on the first one's
+/// prefix (the slot's kept prefix serves it). Returns the first answer.
+pub fn server_answers_as_the_library(path: &std::path::Path, max_tokens: usize, extra: &[&str]) -> String {
+    use fucina_models::llm::chat::{Message, Role};
+    use fucina_models::llm::SamplingParams;
+    use serde_json::{json, Value};
+    let reference = |messages: &[Message]| library_answer(path, messages, max_tokens, SamplingParams::default());
+    let limit = max_tokens.to_string();
+    let mut args = vec![path.to_str().unwrap(), "--threads", "2", "--parallel", "1", "--max-tokens", &limit];
+    args.extend_from_slice(&["--reasoning-format", "inline"]);
+    args.extend_from_slice(extra);
+    let server = start(&args);
+    // The server names the model by its file's stem.
+    let model = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let ask = |messages: &[(&str, &str)]| -> String {
+        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+        let body = json!({"model": model, "messages": msgs, "temperature": 0});
+        let r: Value =
+            ureq::post(&format!("{}/v1/chat/completions", server.base)).send_json(body).unwrap().into_json().unwrap();
+        r["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+    };
+    let first = ask(&[("user", "hello there")]);
+    assert!(!first.trim().is_empty(), "an answer of some text");
+    assert_eq!(first, reference(&[Message::new(Role::User, "hello there")]));
+    assert_eq!(ask(&[("user", "hello there")]), first, "the same request again");
+    let longer = [("user", "hello there"), ("assistant", first.as_str()), ("user", "and again")];
+    let want = reference(&[
+        Message::new(Role::User, "hello there"),
+        Message::new(Role::Assistant, first.as_str()),
+        Message::new(Role::User, "and again"),
+    ]);
+    assert_eq!(ask(&longer), want, "a conversation on the first request's prefix");
+    first
 }
 
 /// Starts `serve --port 0` with `args` and waits for its address.
