@@ -321,16 +321,7 @@ impl Gemma4 {
         };
         // The global layers' "proportional" RoPE: frequencies over the whole head, each pair's
         // divided by its `rope_freqs` factor (huge for the pairs left unrotated).
-        let factors = if f.has("rope_freqs.weight") {
-            let t: Tensor<axes![head_dim]> = f.dense("rope_freqs.weight", &[c.rope_dims / 2])?;
-            let v = t.to_f32_vec();
-            if let Some(b) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
-                return Err(bad(format!("rope_freqs holds {b}")));
-            }
-            v
-        } else {
-            vec![1.0; c.rope_dims / 2]
-        };
+        let factors = f.rope_factors(c.rope_dims / 2)?;
         let rope = Rope::new(c.rope_dims, c.rope_theta)?.map_freqs(|i, x| x / factors[i]);
         let rope_swa = Rope::new(c.rope_dims_swa, c.rope_theta_swa)?;
         Ok(Gemma4 {

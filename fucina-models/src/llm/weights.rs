@@ -200,6 +200,21 @@ impl ModelFile {
             .collect()
     }
 
+    /// The per-pair RoPE frequency divisors `rope_freqs` (Llama 3's factors, Gemma 4's
+    /// proportional RoPE), `pairs` of them, each finite and positive; all 1 when the file has
+    /// none.
+    pub fn rope_factors(&self, pairs: usize) -> Result<Vec<f32>> {
+        if !self.has("rope_freqs.weight") {
+            return Ok(vec![1.0; pairs]);
+        }
+        let t: Tensor<axes![head_dim]> = self.dense("rope_freqs.weight", &[pairs])?;
+        let v = t.to_f32_vec();
+        if let Some(bad) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+            return Err(FucinaError::Format { format: "gguf", msg: format!("rope_freqs holds {bad}") });
+        }
+        Ok(v)
+    }
+
     /// Boolean metadata `<arch>.<key>`, or `default` when absent.
     pub fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
         let full = format!("{}.{key}", self.arch);

@@ -228,16 +228,7 @@ impl Qwen3 {
         let output = if f.has("output.weight") { Some(f.matrix("output.weight", c.vocab, h)?) } else { None };
         // Llama 3's per-pair factors divide the frequencies (llama.cpp's `rope_freqs`), and
         // linear scaling divides the positions, which is the same as dividing every one.
-        let factors = if f.has("rope_freqs.weight") {
-            let t: Tensor<axes![head_dim]> = f.dense("rope_freqs.weight", &[c.rope_dims / 2])?;
-            let v = t.to_f32_vec();
-            if let Some(bad) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
-                return Err(FucinaError::Format { format: "gguf", msg: format!("rope_freqs holds {bad}") });
-            }
-            v
-        } else {
-            vec![1.0; c.rope_dims / 2]
-        };
+        let factors = f.rope_factors(c.rope_dims / 2)?;
         // Frequencies run over the rotated width: a partial rotation is a whole-head rotation
         // of the leading `rope_dims` values.
         // A reversed rotation (nanochat) turns by −θ: the same tables with negated frequencies.
