@@ -91,6 +91,12 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             ::fucina::nn::Module::visit_params(#target, &::fucina::nn::join_name(#prefix, #name), __f);
         }
     };
+    let frozen_one = |f: &FieldInfo, target: TokenStream2| {
+        let name = &f.name;
+        quote_spanned! {f.span=>
+            ::fucina::nn::Module::visit_frozen(#target, &::fucina::nn::join_name(#prefix, #name), __f);
+        }
+    };
     let visit_mut_one = |f: &FieldInfo, target: TokenStream2| {
         let name = &f.name;
         quote_spanned! {f.span=>
@@ -98,7 +104,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
     };
     let mut bounded: Vec<syn::Type> = Vec::new();
-    let (visit, visit_mut) = match &input.data {
+    let (visit, visit_mut, frozen) = match &input.data {
         Data::Struct(s) => {
             let fields = collect_fields(&s.fields, false)?;
             let v: Vec<_> = fields
@@ -115,12 +121,20 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                     visit_mut_one(f, quote_spanned!(f.span=> &mut self.#acc))
                 })
                 .collect();
+            let z: Vec<_> = fields
+                .iter()
+                .map(|(f, _)| {
+                    let acc = &f.access;
+                    frozen_one(f, quote_spanned!(f.span=> &self.#acc))
+                })
+                .collect();
             bounded.extend(fields.into_iter().map(|(_, t)| t));
-            (quote!(#(#v)*), quote!(#(#m)*))
+            (quote!(#(#v)*), quote!(#(#m)*), quote!(#(#z)*))
         }
         Data::Enum(e) => {
             let mut arms = Vec::new();
             let mut arms_mut = Vec::new();
+            let mut arms_frozen = Vec::new();
             for var in &e.variants {
                 let vid = &var.ident;
                 let fields = collect_fields(&var.fields, true)?;
@@ -161,14 +175,26 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                         visit_mut_one(f, quote_spanned!(f.span=> #a))
                     })
                     .collect();
+                let z: Vec<_> = fields
+                    .iter()
+                    .map(|(f, _)| {
+                        let a = &f.access;
+                        frozen_one(f, quote_spanned!(f.span=> #a))
+                    })
+                    .collect();
                 arms.push(quote!(#pattern => { #(#v)* }));
                 arms_mut.push(quote!(#pattern => { #(#m)* }));
+                arms_frozen.push(quote!(#pattern => { #(#z)* }));
                 bounded.extend(fields.into_iter().map(|(_, t)| t));
             }
             if e.variants.is_empty() {
-                (quote!(match *self {}), quote!(match *self {}))
+                (quote!(match *self {}), quote!(match *self {}), quote!(match *self {}))
             } else {
-                (quote!(match self { #(#arms)* }), quote!(match self { #(#arms_mut)* }))
+                (
+                    quote!(match self { #(#arms)* }),
+                    quote!(match self { #(#arms_mut)* }),
+                    quote!(match self { #(#arms_frozen)* }),
+                )
             }
         }
         Data::Union(u) => {
@@ -195,6 +221,10 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             #[allow(unused_variables)]
             fn visit_params_mut(&mut self, #prefix: &str, __f: &mut dyn FnMut(&str, ::fucina::nn::ParamMut<'_>)) {
                 #visit_mut
+            }
+            #[allow(unused_variables)]
+            fn visit_frozen(&self, #prefix: &str, __f: &mut dyn FnMut(&str, &dyn ::fucina::nn::FrozenWeight)) {
+                #frozen
             }
         }
     })

@@ -173,3 +173,33 @@ fn the_server_drafts_with_the_next_token_layer_losslessly() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
     common::server_answers_as_the_library(&path, 16, &["--speculate", "3"]);
 }
+
+/// `#[derive(Module)]` visits the quantized matrices too (`Module::frozen_weights`): the
+/// decoder and its next-token layer list every matrix of the file once, each expert of a
+/// stacked tensor on its own, by field path; the f32 norms and biases stay parameters.
+#[test]
+fn derive_module_lists_every_matrix_of_the_file() {
+    use fucina::nn::Module;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/glm4moe-tiny-f32.gguf");
+    let file = fucina::formats::gguf::GgufFile::open(&path).unwrap();
+    let mut want: Vec<(usize, usize)> = Vec::new();
+    for t in &file.header().tensors {
+        match t.shape().as_slice() {
+            [r, c] => want.push((*r, *c)),
+            [n, r, c] => want.extend(std::iter::repeat_n((*r, *c), *n)),
+            _ => {}
+        }
+    }
+    let model = glm();
+    let frozen = model.frozen_weights();
+    let mut got: Vec<(usize, usize)> = frozen.iter().map(|(_, _, r, c)| (*r, *c)).collect();
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want);
+    let names: Vec<&str> = frozen.iter().map(|(n, _, _, _)| n.as_str()).collect();
+    for n in ["embed", "blocks.0.mixer.q", "blocks.1.ffn.experts.7.down", "blocks.2.ffn.shared.gate", "nextn.eh_proj"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    assert!(frozen.iter().all(|(_, f, _, _)| f == "F32"));
+    assert!(model.param_names().iter().any(|n| n == "blocks.0.mixer.bias.q"));
+}

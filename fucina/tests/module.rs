@@ -162,3 +162,38 @@ fn enums_and_generic_structs_derive_module() {
     let p: Proj<q, hidden> = Proj { w: t(&[4, 2]), b: Some(t(&[4])) };
     assert_eq!((p.param_names(), p.num_params()), (vec!["w".to_string(), "b".to_string()], 12));
 }
+
+/// Quantized matrices in a derived module (a struct and an enum variant) are visited as
+/// frozen weights, by name, beside the tensors that stay parameters; `#[module(skip)]` still
+/// hides one.
+#[test]
+fn quantized_weights_are_frozen_weights_of_a_derived_module() {
+    use fucina::nn::Module;
+    use fucina::quant::{GgmlType, QWeight};
+    axis!(qo, qi);
+    #[derive(Module)]
+    struct Head {
+        w: QWeight<qo, qi>,
+        bias: Tensor<axes![qo]>,
+        #[module(skip)]
+        spare: QWeight<qo, qi>,
+    }
+    #[derive(Module)]
+    enum Either {
+        Plain(Head),
+        Stack { layers: Vec<QWeight<qo, qi>> },
+    }
+    let q = |rows: usize| {
+        let t = Tensor::<axes![qo, qi]>::from_vec(vec![0.25f32; rows * 32], &[rows, 32]).unwrap();
+        QWeight::quantize(&t, GgmlType::Q8_0).unwrap()
+    };
+    let head = Head { w: q(4), bias: Tensor::zeros(&[4]).unwrap(), spare: q(2) };
+    assert_eq!(head.param_names(), ["bias"]);
+    assert_eq!(head.spare.rows(), 2, "a skipped weight is still the struct's");
+    assert_eq!(head.frozen_weights(), [("w".to_string(), "Q8_0".to_string(), 4, 32)]);
+    let e = Either::Plain(head);
+    assert_eq!(e.frozen_weights().len(), 1);
+    let s = Either::Stack { layers: vec![q(3), q(5)] };
+    let got: Vec<(String, usize)> = s.frozen_weights().into_iter().map(|(n, _, r, _)| (n, r)).collect();
+    assert_eq!(got, [("layers.0".to_string(), 3), ("layers.1".to_string(), 5)]);
+}

@@ -28,11 +28,9 @@ axis!(pub q_flat, pub kv_flat, pub ple_flat, pub ple_layer, pub ple, pub exp_ffn
 #[derive(Module)]
 pub struct KeyValue {
     /// `[kv_flat, hidden]` key projection.
-    #[module(skip)]
     pub k: QWeight<kv_flat, hidden>,
     /// `[kv_flat, hidden]` value projection; `None`: the values are the keys before their
     /// norm and rotation (`attention_k_eq_v`).
-    #[module(skip)]
     pub v: Option<QWeight<kv_flat, hidden>>,
     /// RMSNorm weight of each key head.
     pub k_norm: Tensor<axes![head_dim]>,
@@ -42,14 +40,12 @@ pub struct KeyValue {
 #[derive(Module)]
 pub struct Attention {
     /// `[q_flat, hidden]` query projection.
-    #[module(skip)]
     pub q: QWeight<q_flat, hidden>,
     /// RMSNorm weight of each query head.
     pub q_norm: Tensor<axes![head_dim]>,
     /// Keys and values, or `None` in a layer that reuses an earlier layer's.
     pub kv: Option<KeyValue>,
     /// `[hidden, q_flat]` output projection.
-    #[module(skip)]
     pub o: QWeight<hidden, q_flat>,
 }
 
@@ -57,13 +53,10 @@ pub struct Attention {
 #[derive(Module)]
 pub struct GeGlu {
     /// `[ffn, hidden]` gate projection.
-    #[module(skip)]
     pub gate: QWeight<ffn, hidden>,
     /// `[ffn, hidden]` up projection.
-    #[module(skip)]
     pub up: QWeight<ffn, hidden>,
     /// `[hidden, ffn]` down projection.
-    #[module(skip)]
     pub down: QWeight<hidden, ffn>,
 }
 
@@ -80,10 +73,8 @@ impl GeGlu {
 #[derive(Module)]
 pub struct Expert {
     /// `[2 width, hidden]`: gate rows, then up rows.
-    #[module(skip)]
     pub gate_up: QWeight<exp_ffn, hidden>,
     /// `[hidden, width]` down projection.
-    #[module(skip)]
     pub down: QWeight<hidden, exp_ffn>,
 }
 
@@ -104,7 +95,6 @@ impl Expert {
 #[derive(Module)]
 pub struct Moe {
     /// `[expert, hidden]` router.
-    #[module(skip)]
     pub router: QWeight<expert, hidden>,
     /// Per-channel scale of the router's input.
     pub router_scale: Tensor<axes![hidden]>,
@@ -128,10 +118,8 @@ pub struct Moe {
 #[derive(Module)]
 pub struct PerLayerInput {
     /// `[ple, hidden]` gate.
-    #[module(skip)]
     pub gate: QWeight<ple, hidden>,
     /// `[hidden, ple]` projection back to the stream.
-    #[module(skip)]
     pub proj: QWeight<hidden, ple>,
     /// RMSNorm weight of the projection.
     pub norm: Tensor<axes![hidden]>,
@@ -142,10 +130,8 @@ pub struct PerLayerInput {
 #[derive(Module)]
 pub struct PerLayerEmbedding {
     /// `[vocab, ple_flat]` (ple_flat = layers × ple).
-    #[module(skip)]
     pub embed: QWeight<vocab, ple_flat>,
     /// `[ple_flat, hidden]` projection of the embedding.
-    #[module(skip)]
     pub proj: QWeight<ple_flat, hidden>,
     /// RMSNorm weight of each layer's slice of the projection.
     pub norm: Tensor<axes![ple]>,
@@ -189,7 +175,6 @@ pub struct Gemma4 {
     #[module(skip)]
     pub config: Gemma4Config,
     /// `[vocab, hidden]` token embedding (also the output projection when tied).
-    #[module(skip)]
     pub embed: QWeight<vocab, hidden>,
     /// Per-layer embeddings, if the model has them.
     pub per_layer: Option<PerLayerEmbedding>,
@@ -198,7 +183,6 @@ pub struct Gemma4 {
     /// Final RMSNorm weight.
     pub norm: Tensor<axes![hidden]>,
     /// `[vocab, hidden]` output projection, `None` when tied to the embedding.
-    #[module(skip)]
     pub output: Option<QWeight<vocab, hidden>>,
     #[module(skip)]
     rope: Rope,

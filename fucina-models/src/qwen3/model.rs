@@ -31,16 +31,12 @@ axis!(pub conv_ch, pub tap, pub lin_k_head, pub lin_v_head, pub lin_k_dim, pub l
 pub struct Attention {
     /// `[q_flat, hidden]` query projection (`q_flat` = heads × head_dim; with an output gate,
     /// heads × 2 head_dim: each head's query, then its gate).
-    #[module(skip)]
     pub q: QWeight<q_flat, hidden>,
     /// `[kv_flat, hidden]` key projection.
-    #[module(skip)]
     pub k: QWeight<kv_flat, hidden>,
     /// `[kv_flat, hidden]` value projection.
-    #[module(skip)]
     pub v: QWeight<kv_flat, hidden>,
     /// `[hidden, q_flat]` output projection.
-    #[module(skip)]
     pub o: QWeight<hidden, q_flat>,
     /// RMSNorm weight applied to each query head (Qwen3).
     pub q_norm: Option<Tensor<axes![head_dim]>>,
@@ -70,16 +66,12 @@ pub struct QkvBias {
 #[derive(Module)]
 pub struct DeltaNet {
     /// `[conv_ch, hidden]`: queries, keys and values side by side.
-    #[module(skip)]
     pub qkv: QWeight<conv_ch, hidden>,
     /// `[lin_v_flat, hidden]` output gate.
-    #[module(skip)]
     pub gate: QWeight<lin_v_flat, hidden>,
     /// `[lin_v_head, hidden]` update-strength projection.
-    #[module(skip)]
     pub beta: QWeight<lin_v_head, hidden>,
     /// `[lin_v_head, hidden]` decay projection.
-    #[module(skip)]
     pub alpha: QWeight<lin_v_head, hidden>,
     /// `[conv_ch, tap]` convolution kernel.
     pub conv: Tensor<axes![conv_ch, tap]>,
@@ -90,7 +82,6 @@ pub struct DeltaNet {
     /// RMSNorm weight of each value head's output.
     pub norm: Tensor<axes![lin_v_dim]>,
     /// `[hidden, lin_v_flat]` output projection.
-    #[module(skip)]
     pub out: QWeight<hidden, lin_v_flat>,
 }
 
@@ -107,13 +98,10 @@ pub enum Mixer {
 #[derive(Module)]
 pub struct Mlp {
     /// `[ffn, hidden]` gate projection.
-    #[module(skip)]
     pub gate: QWeight<ffn, hidden>,
     /// `[ffn, hidden]` up projection.
-    #[module(skip)]
     pub up: QWeight<ffn, hidden>,
     /// `[hidden, ffn]` down projection.
-    #[module(skip)]
     pub down: QWeight<hidden, ffn>,
 }
 
@@ -122,7 +110,6 @@ pub struct Mlp {
 #[derive(Module)]
 pub struct Moe {
     /// `[expert, hidden]` router.
-    #[module(skip)]
     pub router: QWeight<expert, hidden>,
     /// Per-expert selection bias (GLM-4.5's `e_score_correction_bias`).
     pub bias: Option<Tensor<axes![expert]>>,
@@ -132,7 +119,6 @@ pub struct Moe {
     pub shared: Option<Mlp>,
     /// `[gate_out = 1, hidden]`: the shared experts' output is scaled by `sigmoid(g x)`
     /// (Qwen3.5-MoE).
-    #[module(skip)]
     pub shared_gate: Option<QWeight<gate_out, hidden>>,
     /// How each token picks its experts.
     #[module(skip)]
@@ -143,10 +129,8 @@ pub struct Moe {
 #[derive(Module)]
 pub struct Relu2Mlp {
     /// `[ffn, hidden]` up projection.
-    #[module(skip)]
     pub up: QWeight<ffn, hidden>,
     /// `[hidden, ffn]` down projection.
-    #[module(skip)]
     pub down: QWeight<hidden, ffn>,
 }
 
@@ -159,6 +143,7 @@ impl Relu2Mlp {
 }
 
 /// The feed-forward of a block.
+#[derive(Module)]
 pub enum Ffn {
     /// A SwiGLU MLP.
     Dense(Mlp),
@@ -181,27 +166,24 @@ pub struct Block {
     /// RMSNorm weight before the feed-forward (`None`: a plain RMSNorm).
     pub ffn_norm: Option<Tensor<axes![hidden]>>,
     /// Feed-forward.
-    #[module(skip)]
     pub ffn: Ffn,
 }
 
 /// A decoder of the Llama family (Qwen3 dense or MoE, Qwen2, Llama). The `Module` parameters
 /// are the f32 norm weights and biases; the matrices are frozen data in the file's format
-/// (see [`Qwen3::matrices`]).
+/// (listed by name with their formats by `Module::frozen_weights`).
 #[derive(Module)]
 pub struct Qwen3 {
     /// Hyper-parameters.
     #[module(skip)]
     pub config: Qwen3Config,
     /// `[vocab, hidden]` token embedding.
-    #[module(skip)]
     pub embed: QWeight<vocab, hidden>,
     /// The blocks, first to last.
     pub blocks: Vec<Block>,
     /// Final RMSNorm weight (`None`: a plain RMSNorm).
     pub norm: Option<Tensor<axes![hidden]>>,
     /// `[vocab, hidden]` output projection, `None` when tied to the embedding.
-    #[module(skip)]
     pub output: Option<QWeight<vocab, hidden>>,
     /// GLM-4.5's next-token-prediction layer, the model's own drafter
     /// ([`super::nextn`]), when the file has it.
@@ -270,58 +252,6 @@ impl Qwen3 {
                 Ok(cache.with_recurrent(states))
             }
         }
-    }
-
-    /// Every matrix with its GGUF-style name, for inspection and reporting.
-    pub fn matrices(&self) -> Vec<(String, fucina::quant::GgmlType, usize, usize)> {
-        let mut v = vec![("token_embd".to_string(), self.embed.ggml_type(), self.embed.rows(), self.embed.cols())];
-        for (l, b) in self.blocks.iter().enumerate() {
-            let mixer = match &b.mixer {
-                Mixer::Attention(a) => vec![
-                    ("attn_q", a.q.ggml_type(), a.q.rows(), a.q.cols()),
-                    ("attn_k", a.k.ggml_type(), a.k.rows(), a.k.cols()),
-                    ("attn_v", a.v.ggml_type(), a.v.rows(), a.v.cols()),
-                    ("attn_output", a.o.ggml_type(), a.o.rows(), a.o.cols()),
-                ],
-                Mixer::DeltaNet(d) => vec![
-                    ("attn_qkv", d.qkv.ggml_type(), d.qkv.rows(), d.qkv.cols()),
-                    ("attn_gate", d.gate.ggml_type(), d.gate.rows(), d.gate.cols()),
-                    ("ssm_beta", d.beta.ggml_type(), d.beta.rows(), d.beta.cols()),
-                    ("ssm_alpha", d.alpha.ggml_type(), d.alpha.rows(), d.alpha.cols()),
-                    ("ssm_out", d.out.ggml_type(), d.out.rows(), d.out.cols()),
-                ],
-            };
-            for (n, t, r, c) in mixer {
-                v.push((format!("blk.{l}.{n}"), t, r, c));
-            }
-            let mlps: Vec<(String, &Mlp)> = match &b.ffn {
-                Ffn::Dense(m) => vec![(String::new(), m)],
-                Ffn::Relu2(m) => {
-                    v.push((format!("blk.{l}.ffn_up"), m.up.ggml_type(), m.up.rows(), m.up.cols()));
-                    v.push((format!("blk.{l}.ffn_down"), m.down.ggml_type(), m.down.rows(), m.down.cols()));
-                    Vec::new()
-                }
-                Ffn::Moe(moe) => {
-                    let r = &moe.router;
-                    v.push((format!("blk.{l}.ffn_gate_inp"), r.ggml_type(), r.rows(), r.cols()));
-                    if let Some(g) = &moe.shared_gate {
-                        v.push((format!("blk.{l}.ffn_gate_inp_shexp"), g.ggml_type(), g.rows(), g.cols()));
-                    }
-                    let routed = moe.experts.iter().enumerate().map(|(e, m)| (format!(".{e}"), m));
-                    routed.chain(moe.shared.iter().map(|m| ("_shexp".to_string(), m))).collect()
-                }
-            };
-            for (suffix, m) in mlps {
-                for (n, w) in [("ffn_gate", &m.gate), ("ffn_up", &m.up)] {
-                    v.push((format!("blk.{l}.{n}{suffix}"), w.ggml_type(), w.rows(), w.cols()));
-                }
-                v.push((format!("blk.{l}.ffn_down{suffix}"), m.down.ggml_type(), m.down.rows(), m.down.cols()));
-            }
-        }
-        if let Some(o) = &self.output {
-            v.push(("output".into(), o.ggml_type(), o.rows(), o.cols()));
-        }
-        v
     }
 
     /// Runs `tokens` through the model after the positions already in `cache`, appends

@@ -30,7 +30,6 @@ pub type NextnOut = (Tensor<axes![seq, vocab]>, Tensor<axes![seq, hidden]>);
 pub struct NextN {
     /// `[hidden, nextn_in]` projection of the joined embedding and hidden state
     /// (`nextn_in` = 2 hidden: the normed embedding, then the normed hidden state).
-    #[module(skip)]
     pub eh_proj: QWeight<hidden, nextn_in>,
     /// RMSNorm weight of the embedding.
     pub enorm: Tensor<axes![hidden]>,
@@ -41,10 +40,8 @@ pub struct NextN {
     /// RMSNorm weight before the head (`shared_head_norm`, else the model's output norm).
     pub head_norm: Tensor<axes![hidden]>,
     /// Its own head (`shared_head_head`), else the model's.
-    #[module(skip)]
     pub head: Option<QWeight<vocab, hidden>>,
     /// Its own embedding (`embed_tokens`), else the model's.
-    #[module(skip)]
     pub embed: Option<QWeight<vocab, hidden>>,
 }
 

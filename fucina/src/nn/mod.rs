@@ -24,4 +24,4 @@ pub use linear::{Bias, Linear, Projected};
 pub use norm::{Affine, LayerNorm, RmsNorm};
 
 pub use loss::{bce_with_logits, cross_entropy, mse_loss};
-pub use module::{join_name, Module, ParamMut};
+pub use module::{join_name, FrozenWeight, Module, ParamMut};

@@ -62,6 +62,20 @@ pub fn join_name(prefix: &str, name: &str) -> String {
     }
 }
 
+/// A frozen weight a module holds besides its trainable tensors: a matrix kept in a storage
+/// format of its own (the quantized and half-precision weights of `fucina::quant`), visited
+/// by name through [`Module::visit_frozen`].
+pub trait FrozenWeight {
+    /// The storage format's name (`Q4_K`, `F16`, ...).
+    fn format_name(&self) -> String;
+    /// Rows (outputs).
+    fn rows(&self) -> usize;
+    /// Columns (inputs).
+    fn cols(&self) -> usize;
+    /// Bytes the weight takes in memory.
+    fn bytes(&self) -> usize;
+}
+
 /// A set of named parameters: a tensor, or a struct of them (`#[derive(Module)]`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a module or a tensor, so it cannot be a field of a `#[derive(Module)]` struct",
@@ -73,6 +87,19 @@ pub trait Module {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor));
     /// Calls `f(name, slot)` for each parameter, mutably.
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>));
+
+    /// Calls `f(name, weight)` for each frozen weight ([`FrozenWeight`]), names prefixed by
+    /// `prefix`; none by default (a tensor is a parameter, not a frozen weight).
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        let _ = (prefix, f);
+    }
+
+    /// Every frozen weight with its dotted name, format and shape, in declaration order.
+    fn frozen_weights(&self) -> Vec<(String, String, usize, usize)> {
+        let mut v = Vec::new();
+        self.visit_frozen("", &mut |n, w| v.push((n.to_string(), w.format_name(), w.rows(), w.cols())));
+        v
+    }
 
     /// All parameters with their dotted names, in declaration order.
     fn named_params(&self) -> Vec<(String, RawTensor)> {
@@ -124,6 +151,9 @@ impl<M: Module> Module for Vec<M> {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
         self.as_slice().visit_params(prefix, f)
     }
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        self.as_slice().visit_frozen(prefix, f)
+    }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         self.as_mut_slice().visit_params_mut(prefix, f)
     }
@@ -133,6 +163,11 @@ impl<M: Module> Module for [M] {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
         for (i, m) in self.iter().enumerate() {
             m.visit_params(&join_name(prefix, &i.to_string()), f);
+        }
+    }
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        for (i, m) in self.iter().enumerate() {
+            m.visit_frozen(&join_name(prefix, &i.to_string()), f);
         }
     }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
@@ -146,6 +181,9 @@ impl<M: Module, const N: usize> Module for [M; N] {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
         self.as_slice().visit_params(prefix, f)
     }
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        self.as_slice().visit_frozen(prefix, f)
+    }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         self.as_mut_slice().visit_params_mut(prefix, f)
     }
@@ -155,6 +193,11 @@ impl<M: Module> Module for Option<M> {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
         if let Some(m) = self {
             m.visit_params(prefix, f)
+        }
+    }
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        if let Some(m) = self {
+            m.visit_frozen(prefix, f)
         }
     }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
@@ -167,6 +210,9 @@ impl<M: Module> Module for Option<M> {
 impl<M: Module + ?Sized> Module for Box<M> {
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &RawTensor)) {
         (**self).visit_params(prefix, f)
+    }
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        (**self).visit_frozen(prefix, f)
     }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         (**self).visit_params_mut(prefix, f)

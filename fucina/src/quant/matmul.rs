@@ -210,3 +210,29 @@ pub(crate) fn weight_format(ty: GgmlType) -> Option<WeightFormat> {
         _ => return None,
     })
 }
+
+/// A quantized (or half-precision) matrix is a module's frozen weight: it has no trainable
+/// parameters and is visited by name through [`crate::nn::Module::visit_frozen`], so a
+/// `#[derive(Module)]` struct lists its matrices with its tensors.
+impl<O: Axis, I: Axis> crate::nn::Module for QWeight<O, I> {
+    fn visit_params(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &crate::tensor::RawTensor)) {}
+    fn visit_params_mut(&mut self, _prefix: &str, _f: &mut dyn FnMut(&str, crate::nn::ParamMut<'_>)) {}
+    fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn crate::nn::FrozenWeight)) {
+        f(prefix, self)
+    }
+}
+
+impl<O: Axis, I: Axis> crate::nn::FrozenWeight for QWeight<O, I> {
+    fn format_name(&self) -> String {
+        format!("{:?}", self.ty)
+    }
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn cols(&self) -> usize {
+        self.cols
+    }
+    fn bytes(&self) -> usize {
+        self.data.len()
+    }
+}
