@@ -48,7 +48,16 @@ fn run(name: &str, f: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
 
 #[test]
 fn damaged_models_load_tokenize_and_generate_without_panics() {
-    for file in ["qwen3-tiny-f32.gguf", "qwen3-tiny-q8_0.gguf", "qwen3moe-tiny-f32.gguf", "deepseek-v3-tiny-f32.gguf"] {
+    for file in [
+        "qwen3-tiny-f32.gguf",
+        "qwen3-tiny-q8_0.gguf",
+        "qwen3moe-tiny-f32.gguf",
+        "deepseek-v3-tiny-f32.gguf",
+        "gemma4-tiny-f32.gguf",
+        "gemma4moe-tiny-f32.gguf",
+        "glm4moe-tiny-f32.gguf",
+        "qwen35-tiny-f32.gguf",
+    ] {
         let base = std::fs::read(assets().join(file)).unwrap();
         // The undamaged model goes through the whole path.
         lm_case(&base, &[0, b'h', b'i']).unwrap();
@@ -61,7 +70,10 @@ fn damaged_models_load_tokenize_and_generate_without_panics() {
 
 #[test]
 fn random_text_tokenizes_without_panics() {
-    let gguf = fucina::formats::gguf::GgufFile::open(assets().join("qwen3-tiny-f32.gguf")).unwrap();
-    let tok = Tokenizer::from_gguf(gguf.header()).unwrap();
-    run("tokenize", |d| tokenizer_case(&tok, d).unwrap());
+    // Byte-level BPE, SentencePiece, and Gemma 4's BPE over characters with byte fallback.
+    for file in ["qwen3-tiny-f32.gguf", "llama-spm-tiny-f32.gguf", "gemma4-tiny-f32.gguf"] {
+        let gguf = fucina::formats::gguf::GgufFile::open(assets().join(file)).unwrap();
+        let tok = Tokenizer::from_gguf(gguf.header()).unwrap();
+        run("tokenize", |d| tokenizer_case(&tok, d).unwrap());
+    }
 }
