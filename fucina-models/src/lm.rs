@@ -2,6 +2,7 @@
 //! the entry point of the binaries and the server.
 
 use crate::deepseek::DeepSeek;
+use crate::deepseek::experts::ExpertPlacement;
 use crate::gemma4::Gemma4;
 use crate::llm::generate::CausalLm;
 use crate::llm::ModelFile;
@@ -51,8 +52,14 @@ pub fn load(file: ModelFile, expert_budget: Option<usize>) -> Result<LoadedLm> {
     if file.arch == "deepseek2" {
         let model = DeepSeek::load(&file, expert_budget)?;
         let c = &model.config;
+        let placement = match model.expert_placement() {
+            Some(ExpertPlacement::Resident) => ", experts resident",
+            Some(ExpertPlacement::Mapped) => ", experts read from the map (they do not fit in memory)",
+            Some(ExpertPlacement::Streamed(_)) => ", experts streamed under a budget",
+            None => "",
+        };
         let experts = c.moe.as_ref().map_or(String::new(), |m| {
-            format!(", {} of {} experts + {} shared ({:?} routing)", m.used, m.experts, m.shared, m.gating)
+            format!(", {} of {} experts + {} shared ({:?} routing{placement})", m.used, m.experts, m.shared, m.gating)
         });
         let summary = format!(
             "deepseek2, {} layers, hidden {}, {} heads, MLA latent {}+{}{experts}, vocab {}{}",

@@ -103,3 +103,52 @@ fn experts_streamed_under_a_tiny_budget_give_the_same_logits() {
 fn latent_cache_in_f16_stays_close() {
     check("deepseek-v3-tiny-f32.gguf", "deepseek_v3_tiny_logits.json", BackendKind::Native, DType::F16, 2e-2);
 }
+
+#[test]
+fn experts_repacked_at_load_give_the_logits_of_experts_read_from_the_map() {
+    use fucina_models::deepseek::experts::ExpertPlacement;
+    // A Q8_0 copy of the tiny V3 model: its experts (32 x 64 and 64 x 32) fit the
+    // sixteen-row interleaved layout, so a CPU with the repacked kernels copies them at load.
+    let dir = std::env::temp_dir().join(format!("fucina-ds-resident-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let q8 = dir.join("deepseek-v3-tiny-q8_0.gguf");
+    let (target, file_type) = fucina_models::quantize::parse_target("Q8_0").unwrap();
+    fucina_models::quantize::quantize_file(
+        &root().join("assets/deepseek-v3-tiny-f32.gguf"),
+        &q8,
+        target,
+        file_type,
+        |_, _, _| {},
+    )
+    .unwrap();
+    let ctx = ExecContext::with_backend(BackendKind::Native, 2).unwrap();
+    let _g = ctx.enter();
+    let ids = [1u32, 7, 42, 9, 300, 5, 77, 12];
+    let run = |budget: Option<usize>| {
+        let file = ModelFile::open(&q8, &["deepseek2"]).unwrap();
+        let model = DeepSeek::load(&file, budget).unwrap();
+        let mut kv = model.new_cache(32, DType::F32.into()).unwrap();
+        let mut logits = model.forward_traced(&ids, &mut kv, LogitRows::All, None).unwrap().to_f32_vec();
+        for t in [3u32, 99, 250, 4] {
+            logits.extend(model.forward_traced(&[t], &mut kv, LogitRows::Last, None).unwrap().to_f32_vec());
+        }
+        (logits, model.expert_placement(), file.repacked_bytes())
+    };
+    let (resident, placed, repacked) = run(None);
+    let (mapped, placed_mapped, repacked_mapped) = run(Some(1 << 30));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(placed, Some(ExpertPlacement::Resident));
+    assert_eq!(placed_mapped, Some(ExpertPlacement::Streamed(1 << 30)));
+    // Repacking is up to the CPU; where it repacks Q8_0, the experts are counted too.
+    let w: Tensor<axes![vocab, hidden]> = Tensor::from_vec(vec![0.5f32; 32 * 64], &[32, 64]).unwrap();
+    use fucina::quant::{GgmlType, QWeight};
+    let cpu_repacks = QWeight::quantize(&w, GgmlType::Q8_0).unwrap().prepared().unwrap().is_repacked();
+    if cpu_repacks {
+        assert!(repacked > repacked_mapped, "{repacked} <= {repacked_mapped}");
+    } else {
+        assert_eq!(repacked, repacked_mapped);
+    }
+    let d = max_diff(&resident, &mapped);
+    // The same Q8_0 products in another summation order.
+    assert!(d <= 1e-4, "resident vs mapped experts: max diff {d}");
+}

@@ -6,8 +6,9 @@ use fucina_models::llm::cli::LmArgs;
 use std::path::Path;
 
 /// Chat with or complete text using a DeepSeek-V2/V3 (`deepseek2`) model in GGUF format:
-/// multi-head latent attention with a compressed KV cache, mixtures of experts read from the
-/// mapped file only when routed (`--expert-cache-mb` bounds the resident ones). Without a
+/// multi-head latent attention with a compressed KV cache, mixtures of experts repacked at load
+/// when they fit in memory, otherwise read from the mapped file only when routed
+/// (`--expert-cache-mb` streams them under a budget). Without a
 /// model path it runs the tiny random DeepSeek-V3 shipped with the crate.
 #[derive(Parser, Debug)]
 #[command(version)]

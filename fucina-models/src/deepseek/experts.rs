@@ -27,11 +27,53 @@ pub struct ExpertStats {
     pub evictions: u64,
 }
 
+/// Where a model's routed experts live, chosen once at load ([`ExpertPlacement::choose`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertPlacement {
+    /// Every expert prepared at load in the layout the backend wants for this CPU
+    /// ([`ModelFile::prepare`]: a copy in the interleaved rows of the repacked kernels where
+    /// the CPU has them, the file's bytes where it does not): no budget was asked for and the
+    /// experts fit in the memory available.
+    Resident,
+    /// Experts read from the file's pages where routed, in the file's layout: no budget was
+    /// asked for, but the experts do not fit in the memory available, so a copy of them could
+    /// not be held (the page cache can still drop and re-read mapped pages).
+    Mapped,
+    /// Experts read from the file's pages where routed, at most this many bytes of them kept
+    /// resident (the streaming mode).
+    Streamed(usize),
+}
+
+impl ExpertPlacement {
+    /// The placement for `expert_bytes` bytes of routed experts under an optional byte
+    /// `budget`: streamed under a budget; otherwise resident (repacked) when they fit in
+    /// four fifths of `available` bytes (the rest is left to the other weights, the caches and
+    /// the file's pages while they are copied; the pages of a copied expert are released),
+    /// mapped when they do not or `available` is unknown.
+    ///
+    /// ```
+    /// use fucina_models::deepseek::experts::ExpertPlacement;
+    /// assert_eq!(ExpertPlacement::choose(Some(1 << 30), 8 << 30, Some(16 << 30)), ExpertPlacement::Streamed(1 << 30));
+    /// assert_eq!(ExpertPlacement::choose(None, 6 << 30, Some(16 << 30)), ExpertPlacement::Resident);
+    /// assert_eq!(ExpertPlacement::choose(None, 12 << 30, Some(16 << 30)), ExpertPlacement::Resident);
+    /// assert_eq!(ExpertPlacement::choose(None, 14 << 30, Some(16 << 30)), ExpertPlacement::Mapped);
+    /// assert_eq!(ExpertPlacement::choose(None, 1 << 20, None), ExpertPlacement::Mapped);
+    /// ```
+    #[must_use]
+    pub fn choose(budget: Option<usize>, expert_bytes: usize, available: Option<usize>) -> ExpertPlacement {
+        match (budget, available) {
+            (Some(b), _) => ExpertPlacement::Streamed(b),
+            (None, Some(avail)) if expert_bytes <= avail - avail / 5 => ExpertPlacement::Resident,
+            (None, _) => ExpertPlacement::Mapped,
+        }
+    }
+}
+
 /// The experts resident across every layer, least recently used first, and the byte budget
 /// they must fit: one per model, shared by its layers' stores.
 pub struct ExpertBudget {
     file: Arc<GgufFile>,
-    budget: Option<usize>,
+    placement: ExpertPlacement,
     state: Mutex<Lru>,
 }
 
@@ -46,11 +88,11 @@ struct Lru {
 }
 
 impl ExpertBudget {
-    /// A budget of `budget` bytes (None: unbounded) over experts of `file`.
-    pub fn new(file: Arc<GgufFile>, budget: Option<usize>) -> Arc<ExpertBudget> {
+    /// The experts of `file`, placed as `placement` says (a byte budget when streamed).
+    pub fn new(file: Arc<GgufFile>, placement: ExpertPlacement) -> Arc<ExpertBudget> {
         Arc::new(ExpertBudget {
             file,
-            budget,
+            placement,
             state: Mutex::new(Lru { order: VecDeque::new(), bytes: 0, stats: ExpertStats::default() }),
         })
     }
@@ -73,7 +115,7 @@ impl ExpertBudget {
                 l.order.push_back((layer, e, bytes, ranges));
             }
         }
-        if let Some(budget) = self.budget {
+        if let ExpertPlacement::Streamed(budget) = self.placement {
             while l.bytes > budget && l.order.len() > 1 {
                 let Some((_, _, b, r)) = l.order.pop_front() else { break };
                 l.bytes -= b;
@@ -96,7 +138,12 @@ impl ExpertBudget {
 
     /// Whether a budget is set (the streaming mode).
     pub fn bounded(&self) -> bool {
-        self.budget.is_some()
+        matches!(self.placement, ExpertPlacement::Streamed(_))
+    }
+
+    /// Where the experts live.
+    pub fn placement(&self) -> ExpertPlacement {
+        self.placement
     }
 }
 
@@ -112,7 +159,8 @@ pub struct ExpertStore {
 
 impl ExpertStore {
     /// The `n` experts of layer `layer` (`[n, ffn, hidden]` gate/up and `[n, hidden, ffn]`
-    /// down), kept resident under the shared `budget`.
+    /// down), placed as the shared `budget` says: repacked now when
+    /// [`ExpertPlacement::Resident`], views of the file's bytes otherwise.
     pub fn open(
         f: &ModelFile,
         layer: usize,
@@ -126,6 +174,7 @@ impl ExpertStore {
         let ups = f.matrices(&name("up"), n, ffn, hidden)?;
         let downs = f.matrices(&name("down"), n, hidden, ffn)?;
         let base = f.gguf.bytes().as_ptr() as usize;
+        let resident = budget.placement() == ExpertPlacement::Resident;
         let mut ranges = Vec::with_capacity(n);
         let mut size = Vec::with_capacity(n);
         let experts: Vec<Mlp> = gates
@@ -136,15 +185,25 @@ impl ExpertStore {
                 let r = |q: &[u8]| (q.as_ptr() as usize - base, q.len());
                 ranges.push([r(gate.bytes()), r(up.bytes()), r(down.bytes())]);
                 size.push(gate.bytes().len() + up.bytes().len() + down.bytes().len());
-                Mlp { gate, up, down }
+                if resident {
+                    // A copy in this CPU's layout; the file's pages are released.
+                    Ok(Mlp { gate: f.prepare(gate)?, up: f.prepare(up)?, down: f.prepare(down)? })
+                } else {
+                    Ok(Mlp { gate, up, down })
+                }
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(ExpertStore { layer, experts, ranges, size, budget })
     }
 
     /// Whether a budget bounds the resident experts (the streaming mode).
     pub fn streaming(&self) -> bool {
         self.budget.bounded()
+    }
+
+    /// Where the experts live (shared by every layer's store).
+    pub fn placement(&self) -> ExpertPlacement {
+        self.budget.placement()
     }
 
     /// Number of experts.

@@ -10,7 +10,7 @@
 //! heads together, and keys and values are never decompressed.
 
 use super::config::{DeepSeekConfig, MoeConfig};
-use super::experts::{ExpertBudget, ExpertStore};
+use super::experts::{ExpertBudget, ExpertPlacement, ExpertStore};
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
@@ -122,11 +122,24 @@ fn yarn_rope(dim: usize, theta: f32, y: &super::config::Yarn) -> Result<Rope> {
 
 impl DeepSeek {
     /// Loads a `deepseek2` GGUF (llama.cpp's names; the split `attn_k_b`/`attn_v_b` of current
-    /// converters or the older joint `attn_kv_b`). Routed experts stay in the map until used;
-    /// `expert_budget` bounds the bytes of experts kept resident (None: no bound).
+    /// converters or the older joint `attn_kv_b`). `expert_budget` bounds the bytes of
+    /// routed experts kept resident: they then stay in the map until used and stream from it.
+    /// Without a budget they are repacked at load for this CPU like every other matrix when
+    /// they fit in four fifths of the memory available, and stay in the map otherwise
+    /// ([`ExpertPlacement::choose`]).
     pub fn load(f: &ModelFile, expert_budget: Option<usize>) -> Result<DeepSeek> {
         let c = DeepSeekConfig::from_file(f)?;
-        let budget = ExpertBudget::new(f.gguf_shared(), expert_budget);
+        let mut expert_bytes = 0usize;
+        for l in (0..c.layers).filter(|&l| c.is_moe(l)) {
+            for w in ["gate", "up", "down"] {
+                let name = format!("blk.{l}.ffn_{w}_exps.weight");
+                if f.has(&name) {
+                    expert_bytes = expert_bytes.saturating_add(f.gguf.tensor_info(&name)?.nbytes()?);
+                }
+            }
+        }
+        let placement = ExpertPlacement::choose(expert_budget, expert_bytes, fucina::storage::alloc::available_memory());
+        let budget = ExpertBudget::new(f.gguf_shared(), placement);
         let (h, nh) = (c.hidden, c.heads);
         let qd = nh * c.qk_head();
         let mut blocks = Vec::with_capacity(c.layers);
@@ -304,6 +317,14 @@ impl DeepSeek {
             }
         }
         Ok(())
+    }
+
+    /// Where the routed experts live (None: no MoE layer).
+    pub fn expert_placement(&self) -> Option<ExpertPlacement> {
+        self.blocks.iter().find_map(|b| match &b.ffn {
+            Ffn::Moe(m) => Some(m.experts.placement()),
+            Ffn::Dense(_) => None,
+        })
     }
 
     /// Expert-store counters (all MoE layers share one budget).
