@@ -1,8 +1,8 @@
 //! Opening any supported language model from a GGUF file by its `general.architecture`:
 //! the entry point of the binaries and the server.
 
-use crate::deepseek::DeepSeek;
 use crate::deepseek::experts::ExpertPlacement;
+use crate::deepseek::DeepSeek;
 use crate::gemma4::Gemma4;
 use crate::llm::generate::CausalLm;
 use crate::llm::ModelFile;

@@ -138,7 +138,8 @@ impl DeepSeek {
                 }
             }
         }
-        let placement = ExpertPlacement::choose(expert_budget, expert_bytes, fucina::storage::alloc::available_memory());
+        let placement =
+            ExpertPlacement::choose(expert_budget, expert_bytes, fucina::storage::alloc::available_memory());
         let budget = ExpertBudget::new(f.gguf_shared(), placement);
         let (h, nh) = (c.hidden, c.heads);
         let qd = nh * c.qk_head();

@@ -377,6 +377,7 @@ pub struct AttentionGrad<'a> {
 
 /// A dot product in eight interleaved partial sums (the order the specification fixes, and
 /// one the compiler vectorizes).
+#[inline(always)]
 pub(crate) fn dot8(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -398,6 +399,10 @@ pub(crate) fn dot8(a: &[f32], b: &[f32]) -> f32 {
 /// `dS = P (dP - rowsum(dP P))`, `dQ = scale dS K`, `dK = scale dS^T Q`. Writes the head's
 /// query gradients into `dq [s, g, dk]` and adds its key and value gradients into
 /// `dk [t, dk]` and `dv [t, dv]` (queries in order, so the sums are fixed).
+///
+/// Inlined into its callers, so a backend can compile it for wider vectors (the order of
+/// every sum is the code's, so the results do not change).
+#[inline(always)]
 pub fn attention_backward_head(p: &AttentionGrad<'_>, hh: usize, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
     let mut prob = vec![0.0f32; p.t];
     let mut dp = vec![0.0f32; p.t];

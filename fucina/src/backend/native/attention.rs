@@ -175,12 +175,36 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
 /// One head's key and value gradient rows, and its own query-gradient buffer.
 type HeadGrads<'a> = (&'a mut [f32], &'a mut [f32], Vec<f32>);
 
+/// The specification's head backward compiled for AVX2: the same operations in the same
+/// order (Rust never fuses a multiply and an add on its own), in 256-bit vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn backward_head_avx2(
+    p: &crate::backend::AttentionGrad<'_>,
+    hh: usize,
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
+) {
+    crate::backend::attention_backward_head(p, hh, dq, dk, dv)
+}
+
+/// One head's backward: the specification, compiled for the widest vectors this CPU has.
+fn backward_head(p: &crate::backend::AttentionGrad<'_>, hh: usize, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
+    match simd::level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: has_avx2 holds only when the CPU has AVX2 and FMA.
+        l if l.has_avx2() => unsafe { backward_head_avx2(p, hh, dq, dk, dv) },
+        _ => crate::backend::attention_backward_head(p, hh, dq, dk, dv),
+    }
+}
+
 /// The attention backward, one task per key/value head (each head's key and value gradients
 /// are its own rows; its query gradients go to a buffer of its own and are copied into place
-/// after), each running the specification [`crate::backend::attention_backward_head`], so the
-/// result is the scalar backend's bit for bit.
+/// after), each running the specification [`crate::backend::attention_backward_head`]
+/// compiled for this CPU's vectors, so the result is the scalar backend's bit for bit.
 pub fn attention_backward(p: &crate::backend::AttentionGrad<'_>, dq: &mut [f32], dk: &mut [f32], dv: &mut [f32]) {
-    use crate::backend::{attention_backward_head, scatter_query_grads};
+    use crate::backend::scatter_query_grads;
     let work = p.s * p.t * p.h * p.g * (p.dk + p.dv);
     let heads: Vec<std::sync::Mutex<HeadGrads<'_>>> = dk
         .chunks_mut(p.t * p.dk)
@@ -192,7 +216,7 @@ pub fn attention_backward(p: &crate::backend::AttentionGrad<'_>, dq: &mut [f32],
         // Each task locks only its own head: never contended.
         let mut slot = heads[hh].lock().unwrap_or_else(|e| e.into_inner());
         let (k, v, local) = &mut *slot;
-        attention_backward_head(p, hh, local, k, v);
+        backward_head(p, hh, local, k, v);
     };
     if super::par(work) && p.h > 1 {
         super::team::for_each(p.h, task);
