@@ -19,6 +19,7 @@ pub mod lm;
 pub mod mlp;
 pub mod nam;
 pub mod nanochat;
+pub mod parakeet;
 pub mod quantize;
 pub mod qwen3;
 #[cfg(feature = "server")]

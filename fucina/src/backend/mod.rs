@@ -16,6 +16,7 @@ pub mod qdot_k;
 pub mod rank;
 pub mod rowdot;
 pub mod scalar;
+pub mod spectrum;
 pub mod weights;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -563,6 +564,9 @@ pub trait Kernels: Send + Sync + 'static {
     /// run [`frames::FrameGemm::check`].
     #[cfg(feature = "nam")]
     fn frames_gemm_acc(&self, g: frames::FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]);
+    /// Squared magnitudes of the real Fourier transforms of `p.frames` frames of `p.n_fft`
+    /// values ([`spectrum::power_spectrum_spec`]); the caller has run [`spectrum::Spectrum::check`].
+    fn power_spectrum(&self, p: &spectrum::Spectrum, x: &[f32], out: &mut [f32]);
     /// `out[idx] = op(a[idx], b[idx])` over `shape`, operands strided.
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]);
     /// Gathers a strided view of any float dtype into a contiguous f32 buffer.

@@ -18,6 +18,7 @@ mod recurrent;
 mod reduce;
 mod rope;
 mod shape;
+mod signal;
 mod surgery;
 mod triangle;
 
@@ -29,6 +30,9 @@ pub use conv2d::{Conv2dOptions, PoolOptions};
 pub use grad::add_same;
 pub use recurrent::{causal_conv1d, gated_delta_rule, ConvState, DeltaForm, DeltaOptions, DeltaState, HeadMap};
 pub use rope::RopeStyle;
+pub use signal::{
+    hann_window, mel_filter_bank, power_spectrogram, Centering, MelBank, MelNorm, MelScale, Stft, WindowKind, MAX_FFT,
+};
 pub use surgery::{MergedAxes, SplitAxes};
 
 /// The elements of `t` as a contiguous f32 vector, gathered with the context's copy kernel.

@@ -17,6 +17,7 @@ pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
 mod rank;
 mod reduce;
 mod rowgemm;
+mod spectrum;
 pub use rowgemm::{gemm_rows, gemm_rows_bf16, has_bf16_dot};
 pub mod simd;
 pub mod team;
@@ -89,6 +90,10 @@ impl Kernels for Native {
     #[cfg(feature = "nam")]
     fn frames_gemm_acc(&self, g: super::frames::FrameGemm, x: &[f32], w: &[f32], out: &mut [f32]) {
         frames::frames_gemm_acc(g, x, w, out)
+    }
+
+    fn power_spectrum(&self, p: &super::spectrum::Spectrum, x: &[f32], out: &mut [f32]) {
+        spectrum::power_spectrum(p, x, out)
     }
 
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]) {

@@ -25,6 +25,10 @@ impl Kernels for Scalar {
         super::frames::frames_gemm_acc_spec(g, x, w, out)
     }
 
+    fn power_spectrum(&self, p: &super::spectrum::Spectrum, x: &[f32], out: &mut [f32]) {
+        super::spectrum::power_spectrum_spec(p, x, out)
+    }
+
     fn binary(&self, op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out: &mut [f32]) {
         for (i, o) in out.iter_mut().enumerate() {
             let ia = strided_offset(i, shape, a.strides, a.offset);
