@@ -234,6 +234,21 @@ fn attention_and_rope() {
 }
 
 #[test]
+fn relative_to_absolute_scores() {
+    // [head 2, q 3, rel 5] -> [head 2, q 3, key 3], from a transposed (strided) input too.
+    axis!(pub rq, pub rel, pub key, pub hd);
+    let x = raw(60, &[2, 3, 5], 1.0);
+    check("relative_to_absolute", std::slice::from_ref(&x), |v| {
+        weigh(t::<axes![hd, rq, rel]>(&v[0]).relative_to_absolute::<rel, key>()?)
+    });
+    let xt = raw(61, &[3, 2, 5], 1.0);
+    check("relative_to_absolute of a permuted view", std::slice::from_ref(&xt), |v| {
+        let p = t::<axes![rq, hd, rel]>(&v[0]).permute::<axes![hd, rq, rel]>()?;
+        weigh(p.relative_to_absolute::<rel, key>()?)
+    });
+}
+
+#[test]
 fn clamp_scans_order_triangles_broadcasts() {
     // Inputs kept away from the clamp bounds, where differences are not derivatives.
     let x: Vec<f32> = values(40, 24)

@@ -16,6 +16,7 @@ mod order;
 mod random;
 mod recurrent;
 mod reduce;
+mod relative;
 mod rope;
 mod shape;
 mod signal;

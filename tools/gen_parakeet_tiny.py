@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""A tiny random ParakeetForCTC (`transformers`) and its outputs, for fucina's Parakeet.
+
+Writes fucina-models/tests/goldens/parakeet_ctc_tiny.safetensors: the model's weights under
+their `transformers` names, its configuration as JSON in the file's metadata (`config`), and
+for each utterance of tests/goldens/parakeet_features.json's default-configuration cases:
+`features.N` (the extractor's valid frames), `hidden.N` (the encoder's output at the valid
+positions), `logits.N` and `greedy.N` (the per-frame argmax, as `generate` returns it).
+The batch-norm statistics and the attention's position biases are randomized (they start as
+zeros and ones).
+"""
+import json
+import os
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from transformers import ParakeetCTCConfig, ParakeetEncoderConfig, ParakeetFeatureExtractor, ParakeetForCTC
+
+here = os.path.dirname(os.path.abspath(__file__))
+gold = os.path.join(here, "..", "fucina-models", "tests", "goldens")
+
+torch.manual_seed(21)
+torch.set_num_threads(1)
+enc = ParakeetEncoderConfig(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    conv_kernel_size=9,
+    subsampling_factor=8,
+    subsampling_conv_channels=8,
+    num_mel_bins=80,
+)
+cfg = ParakeetCTCConfig(encoder_config=enc.to_dict(), vocab_size=17, pad_token_id=16)
+model = ParakeetForCTC(cfg).eval()
+with torch.no_grad():
+    for name, p in model.named_parameters():
+        p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith("norm.weight") or ".norm_" in name and name.endswith("weight") else 0.0))
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.2)
+            m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
+
+fe = ParakeetFeatureExtractor()
+with open(os.path.join(gold, "parakeet_features.json")) as fh:
+    cases = [c for c in json.load(fh)["cases"] if c["config"]["feature_size"] == 80]
+
+tensors = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+for i, c in enumerate(cases):
+    audio = np.asarray(c["audio"], dtype=np.float32)
+    inp = fe(audio, sampling_rate=16000, return_tensors="pt", return_attention_mask=True)
+    with torch.no_grad():
+        out = model(input_features=inp["input_features"], attention_mask=inp["attention_mask"], output_hidden_states=True)
+        enc_out = model.encoder(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
+        seq = model.generate(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
+    n = int(enc_out.attention_mask[0].sum())
+    valid = int(inp["attention_mask"][0].sum())
+    tensors[f"features.{i}"] = inp["input_features"][0, :valid].contiguous()
+    tensors[f"hidden.{i}"] = enc_out.last_hidden_state[0, :n].contiguous()
+    tensors[f"logits.{i}"] = out.logits[0, :n].contiguous()
+    tensors[f"greedy.{i}"] = seq[0, :n].to(torch.int32).contiguous()
+    print(f"utterance {i}: {len(audio)} samples, {valid} frames, {n} encoder positions, greedy {seq[0, :n].tolist()}")
+
+path = os.path.join(gold, "parakeet_ctc_tiny.safetensors")
+save_file(tensors, path, metadata={"config": json.dumps(cfg.to_dict(), sort_keys=True)})
+print(f"wrote {path}")
