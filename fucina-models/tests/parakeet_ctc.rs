@@ -12,10 +12,8 @@ use fucina_models::parakeet::{ctc_collapse, frame, mel, ParakeetCtc};
 const TOL: f32 = 5e-5;
 
 fn golden() -> SafeTensors {
-    SafeTensors::open(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goldens/parakeet_ctc_tiny.safetensors"),
-    )
-    .unwrap()
+    SafeTensors::open(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/parakeet-ctc-tiny.safetensors"))
+        .unwrap()
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -60,4 +58,32 @@ fn encoder_and_ctc_logits_match_transformers() {
             assert!(text.len() <= best.len());
         }
     }
+}
+
+#[test]
+fn bad_configs_are_errors_naming_the_field() {
+    use fucina_models::parakeet::ParakeetConfig;
+    let good = golden().metadata()["config"].clone();
+    assert!(ParakeetConfig::from_json(&good).is_ok());
+    let v: serde_json::Value = serde_json::from_str(&good).unwrap();
+    for (path, value, want) in [
+        ("encoder_config.num_attention_heads", serde_json::json!(5), "heads"),
+        ("encoder_config.hidden_size", serde_json::json!(0), "hidden_size"),
+        ("encoder_config.subsampling_factor", serde_json::json!(6), "subsampling"),
+        ("encoder_config.conv_kernel_size", serde_json::json!(8), "odd"),
+        ("pad_token_id", serde_json::json!(17), "blank"),
+        ("vocab_size", serde_json::json!(u64::MAX), "vocab_size"),
+        ("encoder_config.hidden_act", serde_json::json!("gelu"), "silu"),
+    ] {
+        let mut bad = v.clone();
+        let (parent, key) = path.rsplit_once('.').map_or((None, path), |(p, k)| (Some(p), k));
+        let o = match parent {
+            Some(p) => &mut bad[p],
+            None => &mut bad,
+        };
+        o[key] = value;
+        let e = ParakeetConfig::from_json(&bad.to_string()).unwrap_err().to_string();
+        assert!(e.contains(want), "{path}: {e}");
+    }
+    assert!(ParakeetConfig::from_json("{not json").is_err());
 }

@@ -14,3 +14,10 @@ pub fn default_model() -> PathBuf {
 pub fn default_chat_model() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/nanochat-d4.gguf")
 }
+
+/// The tiny random Parakeet CTC shipped with the crate (`assets/parakeet-ctc-tiny.safetensors`,
+/// made by `tools/gen_parakeet_tiny.py`): the `asr` binary's default and the tests' model. Its
+/// transcripts are noise.
+pub fn default_asr_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/parakeet-ctc-tiny.safetensors")
+}

@@ -1,0 +1,78 @@
+//! `asr [model.safetensors] --in speech.wav`: speech to text with a Parakeet CTC model.
+
+use clap::Parser;
+use fucina::formats::safetensors::SafeTensors;
+use fucina::prelude::*;
+use fucina_models::parakeet::{wav, Recognizer};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Transcribe a WAV file with a Parakeet CTC model (FastConformer encoder, greedy CTC): any
+/// sample rate (resampled to 16 kHz), any channel count (mixed to mono). Prints each token
+/// with the time of the encoder frame that emitted it, then the text. The model is a
+/// safetensors file with `transformers`' `ParakeetForCTC` names, its config in the metadata
+/// (`config`) and its vocabulary (`vocab`), as `tools/gen_parakeet_tiny.py` writes them;
+/// without one it runs the tiny random model shipped with the crate (its output is noise).
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// The model file (default: the crate's tiny random Parakeet CTC).
+    model: Option<PathBuf>,
+    /// Input WAV file.
+    #[arg(long = "in")]
+    input: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(short, long)]
+    threads: Option<usize>,
+    /// Print only the text.
+    #[arg(long)]
+    text_only: bool,
+}
+
+fn main() {
+    let a = Args::parse();
+    if let Err(e) = run(&a) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(a: &Args) -> Result<(), FucinaError> {
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let ctx = ExecContext::with_backend(BackendKind::Native, threads)?;
+    let _g = ctx.enter();
+    let path = a.model.clone().unwrap_or_else(|| fucina_models::llm::assets::default_asr_model());
+    let st = SafeTensors::open(&path)?;
+    let rec = Recognizer::load(&st)?;
+    let c = &rec.model.config;
+    eprintln!(
+        "{}: Parakeet CTC, {} blocks, width {}, {} heads, {} tokens, {}x subsampling",
+        path.display(),
+        c.layers,
+        c.hidden,
+        c.heads,
+        c.vocab,
+        c.subsampling_factor
+    );
+    let audio = wav::read(&a.input)?;
+    let rate = rec.features.config().sample_rate;
+    let audio = wav::resample(&audio, rate)?;
+    let t0 = Instant::now();
+    let t = rec.transcribe(&audio.samples)?;
+    let took = t0.elapsed().as_secs_f64();
+    if !a.text_only {
+        for tok in &t.tokens {
+            println!("[{:7.2}s] {}", tok.start, tok.piece);
+        }
+    }
+    println!("{}", t.text);
+    eprintln!(
+        "{:.2} s of audio in {:.3} s ({:.1}x real time, {} threads), {} encoder frames",
+        audio.seconds(),
+        took,
+        audio.seconds() / took.max(1e-9),
+        threads,
+        t.frames
+    );
+    Ok(())
+}
