@@ -41,7 +41,7 @@ fn run(a: &Args) -> Result<(), FucinaError> {
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let ctx = ExecContext::with_backend(BackendKind::Native, threads)?;
     let _g = ctx.enter();
-    let path = a.model.clone().unwrap_or_else(|| fucina_models::llm::assets::default_asr_model());
+    let path = a.model.clone().unwrap_or_else(fucina_models::llm::assets::default_asr_model);
     let st = SafeTensors::open(&path)?;
     let rec = Recognizer::load(&st)?;
     let c = &rec.model.config;
