@@ -10,13 +10,18 @@ the two; each round reports the median of its timed steps, in tokens per second.
 """
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import time
 
 import torch
 from transformers import NanoChatConfig, NanoChatForCausalLM
+
+sys_path = os.path.dirname(os.path.abspath(__file__))
+import sys  # noqa: E402
+
+sys.path.insert(0, sys_path)
+from bench_common import cpu_model  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -66,16 +71,6 @@ def fucina_round(threads, steps):
         text=True,
     ).stdout
     return float(next(l for l in out.splitlines() if l.startswith("RESULT")).split()[2])
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():

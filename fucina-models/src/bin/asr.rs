@@ -27,6 +27,19 @@ struct Args {
     /// Print only the text.
     #[arg(long)]
     text_only: bool,
+    /// Also time this many more recognitions of the same audio and print `RESULT rtf <x>`
+    /// (seconds of audio per second of compute) for each, and the process's peak memory
+    /// (`RESULT peak_rss_mib`), for benches/parakeet_vs_transformers.py.
+    #[arg(long, default_value_t = 0)]
+    repeat: usize,
+}
+
+/// A field of /proc/self/status in MiB (Linux), if readable.
+fn status_mib(field: &str) -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 fn main() {
@@ -54,6 +67,7 @@ fn run(a: &Args) -> Result<(), FucinaError> {
         c.vocab,
         c.subsampling_factor
     );
+    let loaded_rss = status_mib("VmRSS:");
     let audio = wav::read(&a.input)?;
     let rate = rec.features.config().sample_rate;
     let audio = wav::resample(&audio, rate)?;
@@ -74,5 +88,16 @@ fn run(a: &Args) -> Result<(), FucinaError> {
         threads,
         t.frames
     );
+    for _ in 0..a.repeat {
+        let t0 = Instant::now();
+        rec.transcribe(&audio.samples)?;
+        println!("RESULT rtf {:.3}", audio.seconds() / t0.elapsed().as_secs_f64().max(1e-9));
+    }
+    if a.repeat > 0 {
+        if let (Some(peak), Some(loaded)) = (status_mib("VmHWM:"), loaded_rss) {
+            println!("RESULT peak_rss_mib {peak:.1}");
+            println!("RESULT loaded_rss_mib {loaded:.1}");
+        }
+    }
     Ok(())
 }
