@@ -11,7 +11,7 @@ use std::time::Instant;
 /// sample rate (resampled to 16 kHz), any channel count (mixed to mono). Prints each token
 /// with the time of the encoder frame that emitted it, then the text. The model is a
 /// safetensors file with `transformers`' `ParakeetForCTC` names, its config in the metadata
-/// (`config`) and its vocabulary (`vocab`), as `tools/gen_parakeet_tiny.py` writes them;
+/// (`config`) and its vocabulary (`vocab`), as `tools/convert_parakeet.py` writes them from a `transformers` checkpoint;
 /// without one it runs the tiny random model shipped with the crate (its output is noise).
 #[derive(Parser, Debug)]
 #[command(version)]
