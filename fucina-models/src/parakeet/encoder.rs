@@ -434,11 +434,21 @@ impl ConvModule {
 /// assert_eq!(ctc_collapse(&[5, 5, 0, 5, 3, 3, 0, 0, 7], 0), vec![5, 5, 3, 7]);
 /// ```
 pub fn ctc_collapse(best: &[u32], blank: u32) -> Vec<u32> {
+    ctc_emissions(best, blank).into_iter().map(|(_, t)| t).collect()
+}
+
+/// [`ctc_collapse`] with the frame that emitted each token: `(frame, token)`.
+///
+/// ```
+/// use fucina_models::parakeet::encoder::ctc_emissions;
+/// assert_eq!(ctc_emissions(&[5, 5, 0, 5, 3, 3], 0), vec![(0, 5), (3, 5), (4, 3)]);
+/// ```
+pub fn ctc_emissions(best: &[u32], blank: u32) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
     let mut prev = None;
-    for &t in best {
+    for (f, &t) in best.iter().enumerate() {
         if Some(t) != prev && t != blank {
-            out.push(t);
+            out.push((f, t));
         }
         prev = Some(t);
     }

@@ -1,7 +1,7 @@
 //! From samples to text: features, the encoder and its CTC head, greedy CTC decoding with a
 //! time for each token, and the vocabulary's pieces joined (SentencePiece's `▁` as a space).
 
-use super::encoder::{ctc_collapse, ParakeetCtc};
+use super::encoder::{ctc_emissions, ParakeetCtc};
 use super::features::{FeatureConfig, FeatureExtractor};
 use super::{frame, mel};
 use fucina::formats::safetensors::SafeTensors;
@@ -82,21 +82,17 @@ impl Recognizer {
     pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript> {
         let logits = self.logits(samples)?;
         let best: Vec<u32> = logits.argmax::<vocab>()?.raw().to_vec::<u32>()?;
-        let blank = self.model.config.blank;
         let step = self.frame_seconds();
-        let mut tokens = Vec::new();
-        let mut prev = None;
-        for (f, &id) in best.iter().enumerate() {
-            if Some(id) != prev && id != blank {
+        let tokens: Vec<TokenAt> = ctc_emissions(&best, self.model.config.blank)
+            .into_iter()
+            .map(|(f, id)| {
                 let piece = match &self.vocab {
                     Some(v) => v.get(id as usize).cloned().unwrap_or_else(|| format!("<{id}>")),
                     None => format!("<{id}>"),
                 };
-                tokens.push(TokenAt { id, piece, start: f as f64 * step });
-            }
-            prev = Some(id);
-        }
-        debug_assert_eq!(tokens.len(), ctc_collapse(&best, blank).len());
+                TokenAt { id, piece, start: f as f64 * step }
+            })
+            .collect();
         let text = tokens
             .iter()
             .map(|t| t.piece.as_str())
