@@ -99,3 +99,15 @@ fn broken_wavs_and_short_audio_are_errors() {
     let rec = Recognizer::load(&st).unwrap();
     assert!(rec.transcribe(&[0.0; 100]).unwrap_err().to_string().contains("100 samples"));
 }
+
+#[test]
+fn audio_too_long_for_memory_is_an_error_before_any_allocation() {
+    use fucina_models::parakeet::{frame, mel};
+    let st = SafeTensors::open(default_asr_model()).unwrap();
+    let rec = Recognizer::load(&st).unwrap();
+    // A view of 2^40 frames costs nothing: broadcast one row.
+    let row = Tensor::<(mel,)>::from_vec(vec![0.0; 80], &[80]).unwrap();
+    let huge: Tensor<(frame, mel)> = row.broadcast_to(&[1 << 40, 80]).unwrap();
+    let e = rec.model.encode(&huge).unwrap_err().to_string();
+    assert!(e.contains("attention scores"), "{e}");
+}

@@ -318,6 +318,14 @@ impl ParakeetCtc {
                 msg: format!("features {:?}: need [frames >= 1, {}]", features.shape(), c.mels),
             });
         }
+        // Attention holds a few [heads, T, T] score tensors at once: refuse audio whose scores
+        // cannot fit instead of failing inside an allocation.
+        let t = c.positions(features.shape()[0]);
+        let scores = c.heads.checked_mul(t).and_then(|v| v.checked_mul(3 * t)).and_then(|v| v.checked_mul(4 * 4));
+        fucina::storage::alloc::check_available(
+            &format!("attention scores of {t} encoder positions (shorter audio, or more memory)"),
+            scores.unwrap_or(usize::MAX),
+        )?;
         let pad = (c.subsampling_kernel - 1) / 2;
         let strided = Conv2dOptions { stride: [2, 2], padding: [pad, pad], dilation: [1, 1], groups: 1 };
         let x = features.unsqueeze::<sub_in>()?;
