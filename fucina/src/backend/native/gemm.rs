@@ -380,6 +380,13 @@ fn pack_b<const NR: usize>(b: &MatRef<'_>, b0: usize, pc: usize, kc: usize, j0: 
         }
         return;
     }
+    if let (FloatSlice::F32(s), 1, true) = (b.data, b.rs, cols == NR) {
+        // Column-contiguous B (a weight `[n, k]` used transposed, as every `x W^T` is): the
+        // NR columns are NR rows of the weight, transposed 8x8 at a time.
+        let base = b0 + j0 * b.cs + pc;
+        transpose_into_panel(&s[base..base + (NR - 1) * b.cs + kc], b.cs, NR, kc, NR, panel);
+        return;
+    }
     if cols < NR {
         panel.fill(0.0);
     }
