@@ -115,6 +115,36 @@ batch_norm()
 conv = torch.nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 1), groups=2)
 run("conv2d", conv, {"weight": signal([6, 2, 3, 2], 34, 0.5), "bias": signal([6], 35)}, signal([2, 4, 5, 4], 36))
 
+
+
+def lstm():
+    """nn.LSTM(3, 4, num_layers=2, batch_first): the top layer's outputs over 5 steps from zero
+    states, and the gradients of the input and of every weight and bias."""
+    m = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    params = {}
+    with torch.no_grad():
+        for i, (k, v) in enumerate(m.named_parameters()):
+            v.copy_(signal(list(v.shape), 40 + i, 0.6))
+            params[k] = v
+    x = signal([2, 5, 3], 48, 1.5).requires_grad_(True)
+    y, _ = m(x)
+    g = signal(list(y.shape), 99, 1.0)
+    (y * g).sum().backward()
+    grads = {k: t2j(v.grad) for k, v in m.named_parameters()}
+    grads["x"] = t2j(x.grad)
+    cases.append({
+        "name": "lstm",
+        "x": t2j(x),
+        "params": {k: t2j(v) for k, v in params.items()},
+        "g": t2j(g),
+        "y": t2j(y),
+        "grads": grads,
+        "extra": {},
+    })
+
+
+lstm()
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fucina", "tests", "goldens", "nn.json")
 with open(out, "w") as f:
     json.dump({"generator": "tools/gen_nn_goldens.py", "torch": torch.__version__.split("+")[0], "cases": cases},

@@ -6,7 +6,8 @@ mod common;
 
 use common::{assert_close, contexts};
 use fucina::nn::{
-    Affine, BatchNorm, Bias, Conv2d, Dropout, Embedding, Init, LayerNorm, Linear, Mode, MultiHeadAttention, RmsNorm,
+    Affine, BatchNorm, Bias, Conv2d, Dropout, Embedding, Init, LayerNorm, Linear, Lstm, LstmCell, Mode,
+    MultiHeadAttention, RmsNorm,
 };
 use fucina::ops::{Conv2dOptions, Mask};
 use fucina::prelude::*;
@@ -50,7 +51,7 @@ fn check(case: &Value, ctx: &ExecContext, run: impl Fn() -> (Vec<f32>, Vec<(Stri
 #[test]
 fn layers_match_torch_nn_outputs_and_gradients() {
     let all = cases();
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), 10);
     let (s, n) = contexts();
     for case in &all {
         for ctx in [&s, &n] {
@@ -217,6 +218,42 @@ fn layers_match_torch_nn_outputs_and_gradients() {
                         y.to_f32_vec(),
                         vec![("weight".into(), gw), ("bias".into(), gb), ("x".into(), x.grad().unwrap().to_f32_vec())],
                     )
+                }),
+                "lstm" => check(case, ctx, || {
+                    let layer = |k: usize| {
+                        let w = |n: &str| format!("{n}_l{k}");
+                        let input = Linear::new(tensor(&p[w("weight_ih")]), Some(tensor(&p[w("bias_ih")])));
+                        let recurrent = Linear::new(tensor(&p[w("weight_hh")]), Some(tensor(&p[w("bias_hh")])));
+                        LstmCell::new(input, recurrent).unwrap()
+                    };
+                    let mut lstm = Lstm::new(vec![layer(0), layer(1)]).unwrap();
+                    lstm.track_params();
+                    let x = tensor::<axes![batch, seq, in]>(&c["x"]).requires_grad();
+                    let gt = tensor::<axes![batch, seq, hidden]>(g);
+                    let mut states = lstm.zero_state(2).unwrap();
+                    let mut outs = Vec::new();
+                    for t in 0..5 {
+                        let xt = x.narrow::<seq>(t, 1).unwrap().permute::<axes![batch, in, seq]>().unwrap();
+                        let h = lstm.step(&xt.sum::<seq>().unwrap(), &mut states).unwrap();
+                        outs.push(h.unsqueeze::<seq>().unwrap().permute::<axes![batch, seq, hidden]>().unwrap());
+                    }
+                    let y = Tensor::concat::<seq>(&outs.iter().collect::<Vec<_>>()).unwrap();
+                    y.mul(&gt).unwrap().sum::<axes![batch, seq, hidden]>().unwrap().backward(ctx).unwrap();
+                    let mut grads = Vec::new();
+                    for (k, cell) in lstm.layers.iter().enumerate() {
+                        grads.push((format!("weight_ih_l{k}"), cell.input.weight.grad().unwrap().to_f32_vec()));
+                        grads.push((
+                            format!("bias_ih_l{k}"),
+                            cell.input.bias.as_ref().unwrap().grad().unwrap().to_f32_vec(),
+                        ));
+                        grads.push((format!("weight_hh_l{k}"), cell.recurrent.weight.grad().unwrap().to_f32_vec()));
+                        grads.push((
+                            format!("bias_hh_l{k}"),
+                            cell.recurrent.bias.as_ref().unwrap().grad().unwrap().to_f32_vec(),
+                        ));
+                    }
+                    grads.push(("x".into(), x.grad().unwrap().to_f32_vec()));
+                    (y.to_f32_vec(), grads)
                 }),
                 other => panic!("no runner for {other}"),
             }

@@ -1,6 +1,6 @@
 //! Neural-network building blocks: the [`Module`] trait behind `#[derive(Module)]`, layers
 //! over named axes ([`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`],
-//! [`MultiHeadAttention`], [`BatchNorm`], [`Conv2d`]),
+//! [`MultiHeadAttention`], [`BatchNorm`], [`Conv2d`], [`Lstm`]),
 //! initializers ([`Init`]) and losses.
 
 mod attention;
@@ -11,6 +11,7 @@ mod embedding;
 mod init;
 mod linear;
 pub mod loss;
+mod lstm;
 mod module;
 mod norm;
 
@@ -21,6 +22,7 @@ pub use dropout::{Dropout, Mode};
 pub use embedding::Embedding;
 pub use init::{fans, Init};
 pub use linear::{Bias, Linear, Projected};
+pub use lstm::{Lstm, LstmCell, LstmState};
 pub use norm::{Affine, LayerNorm, RmsNorm};
 
 pub use loss::{bce_with_logits, cross_entropy, mse_loss};
