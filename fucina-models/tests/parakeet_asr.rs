@@ -35,7 +35,7 @@ fn a_wav_file_is_recognized_as_transformers_recognizes_it() {
     let t = rec.transcribe(&audio.samples).unwrap();
     assert_eq!(t.frames, greedy.len());
     let ids: Vec<u32> = t.tokens.iter().map(|k| k.id).collect();
-    assert_eq!(ids, ctc_collapse(&greedy, rec.model.config.blank));
+    assert_eq!(ids, ctc_collapse(&greedy, rec.model.config().blank));
     // Each token's time is its frame's (80 ms apart at 16 kHz, hop 160, 8x subsampling).
     assert!((rec.frame_seconds() - 0.08).abs() < 1e-12);
     for k in &t.tokens {

@@ -1,4 +1,5 @@
-//! `asr [model.safetensors] --in speech.wav`: speech to text with a Parakeet CTC model.
+//! `asr [model.safetensors] --in speech.wav`: speech to text with a Parakeet model (CTC, TDT
+//! or RNN-T).
 
 use clap::Parser;
 use fucina::formats::safetensors::SafeTensors;
@@ -7,11 +8,12 @@ use fucina_models::parakeet::{wav, Recognizer};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Transcribe a WAV file with a Parakeet CTC model (FastConformer encoder, greedy CTC): any
-/// sample rate (resampled to 16 kHz), any channel count (mixed to mono). Prints each token
-/// with the time of the encoder frame that emitted it, then the text. The model is a
-/// safetensors file with `transformers`' `ParakeetForCTC` names, its config in the metadata
-/// (`config`) and its vocabulary (`vocab`), as `tools/convert_parakeet.py` writes them from a `transformers` checkpoint;
+/// Transcribe a WAV file with a Parakeet model (FastConformer encoder; greedy CTC, TDT or
+/// RNN-T decoding): any sample rate (resampled to 16 kHz), any channel count (mixed to mono).
+/// Prints each token with the time of the encoder frame that emitted it, then the text. The
+/// model is a safetensors file with `transformers`' `ParakeetForCTC` / `ParakeetForTDT` /
+/// `ParakeetForRNNT` names, its config in the metadata (`config`) and its vocabulary
+/// (`vocab`), as `tools/convert_parakeet.py` writes them from a `transformers` checkpoint;
 /// without one it runs the tiny random model shipped with the crate (its output is noise).
 #[derive(Parser, Debug)]
 #[command(version)]
@@ -57,10 +59,11 @@ fn run(a: &Args) -> Result<(), FucinaError> {
     let path = a.model.clone().unwrap_or_else(fucina_models::llm::assets::default_asr_model);
     let st = SafeTensors::open(&path)?;
     let rec = Recognizer::load(&st)?;
-    let c = &rec.model.config;
+    let c = rec.model.config();
     eprintln!(
-        "{}: Parakeet CTC, {} blocks, width {}, {} heads, {} tokens, {}x subsampling",
+        "{}: Parakeet {}, {} blocks, width {}, {} heads, {} tokens, {}x subsampling",
         path.display(),
+        rec.model.head(),
         c.layers,
         c.hidden,
         c.heads,

@@ -1,12 +1,12 @@
-//! The FastConformer encoder and CTC head of Parakeet, as `transformers`' `ParakeetEncoder`
-//! and `ParakeetForCTC` compute them: a convolutional subsampling (a strided 3x3 conv, then
+//! The FastConformer encoder of Parakeet, as `transformers`' `ParakeetEncoder` computes it: a convolutional subsampling (a strided 3x3 conv, then
 //! depthwise-strided and pointwise pairs, ReLU after each, flattened and projected), then
 //! Conformer blocks (half feed-forward, relative-position self-attention with Transformer-XL's
 //! content and position biases, a convolution module with GLU, depthwise conv, batch norm and
-//! SiLU, half feed-forward, layer norm), and a per-frame vocabulary projection. Weights are
-//! read by their `transformers` names from a safetensors file whose metadata `config` holds
-//! the `ParakeetCTCConfig` as JSON; the batch norms are folded into the depthwise
-//! convolutions at load.
+//! SiLU, half feed-forward, layer norm). Weights are read by their `transformers` names
+//! (`encoder.*`) from a safetensors file whose metadata `config` holds the model's config
+//! (`ParakeetCTCConfig`, `ParakeetTDTConfig`, `ParakeetRNNTConfig`) as JSON; the batch norms
+//! are folded into the depthwise convolutions at load. The heads that read the encoder live in
+//! [`super::ctc`] and [`super::transducer`].
 
 use super::{frame, mel};
 use fucina::formats::safetensors::SafeTensors;
@@ -43,18 +43,20 @@ pub struct ParakeetConfig {
     pub mels: usize,
     /// Whether the subsampled input is scaled by `sqrt(hidden)`.
     pub scale_input: bool,
-    /// CTC vocabulary (the blank included).
+    /// Vocabulary (the blank included; a TDT's durations not).
     pub vocab: usize,
-    /// The CTC blank (`pad_token_id`).
+    /// The blank: `blank_token_id` where the config has one (transducers), else
+    /// `pad_token_id` (CTC).
     pub blank: u32,
 }
 
-fn bad(msg: String) -> FucinaError {
+pub(super) fn bad(msg: String) -> FucinaError {
     FucinaError::Format { format: "parakeet", msg }
 }
 
 impl ParakeetConfig {
-    /// Reads a `ParakeetCTCConfig` (its `encoder_config` inside) from JSON, checking every size.
+    /// Reads a Parakeet config (`ParakeetCTCConfig`, `ParakeetTDTConfig` or
+    /// `ParakeetRNNTConfig`; its `encoder_config` inside) from JSON, checking every size.
     pub fn from_json(text: &str) -> Result<ParakeetConfig> {
         let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("config: {e}")))?;
         let e = &v["encoder_config"];
@@ -78,7 +80,11 @@ impl ParakeetConfig {
             mels: u(e, "num_mel_bins", 1024)?,
             scale_input: e["scale_input"].as_bool().unwrap_or(true),
             vocab: u(&v, "vocab_size", 1 << 20)?,
-            blank: u(&v, "pad_token_id", 1 << 20)? as u32,
+            blank: if v.get("blank_token_id").is_some_and(|b| !b.is_null()) {
+                u(&v, "blank_token_id", 1 << 20)? as u32
+            } else {
+                u(&v, "pad_token_id", 1 << 20)? as u32
+            },
         };
         if !c.hidden.is_multiple_of(c.heads)
             || c.conv_kernel.is_multiple_of(2)
@@ -177,9 +183,9 @@ struct SubStage {
     pw_bias: Tensor<(sub_a,)>,
 }
 
-/// Parakeet's encoder with its CTC head.
+/// Parakeet's FastConformer encoder.
 #[derive(Debug, Clone)]
-pub struct ParakeetCtc {
+pub struct ParakeetEncoder {
     /// Sizes.
     pub config: ParakeetConfig,
     conv0: Tensor<(sub_a, sub_in, frame, mel)>,
@@ -187,11 +193,10 @@ pub struct ParakeetCtc {
     stages: Vec<SubStage>,
     sub_linear: Linear<hidden, sub_feat>,
     blocks: Vec<Block>,
-    head: Linear<vocab, hidden>,
 }
 
 /// Reads tensor `name` with exactly `shape`.
-fn get<A: Axes>(st: &SafeTensors, name: &str, shape: &[usize]) -> Result<Tensor<A>> {
+pub(super) fn get<A: Axes>(st: &SafeTensors, name: &str, shape: &[usize]) -> Result<Tensor<A>> {
     let r = st.load(name)?;
     if r.shape() != shape {
         return Err(bad(format!("tensor `{name}` has shape {:?}, the config needs {shape:?}", r.shape())));
@@ -199,7 +204,7 @@ fn get<A: Axes>(st: &SafeTensors, name: &str, shape: &[usize]) -> Result<Tensor<
     Tensor::from_raw(r)
 }
 
-fn linear<O: Axis + Send + Sync, I: Axis + Send + Sync>(
+pub(super) fn linear<O: Axis + Send + Sync, I: Axis + Send + Sync>(
     st: &SafeTensors,
     name: &str,
     o: usize,
@@ -212,10 +217,10 @@ fn linear<O: Axis + Send + Sync, I: Axis + Send + Sync>(
 }
 
 /// A `[o, i, 1]` convolution's weight and its bias.
-type Pointwise<O, I> = (Tensor<(O, I, unit)>, Tensor<(O,)>);
+pub(super) type Pointwise<O, I> = (Tensor<(O, I, unit)>, Tensor<(O,)>);
 
 /// A `[o, i, 1]` convolution's weight and bias (the caller drops the unit axis).
-fn pointwise<O: Axis + Send + Sync, I: Axis + Send + Sync>(
+pub(super) fn pointwise<O: Axis + Send + Sync, I: Axis + Send + Sync>(
     st: &SafeTensors,
     name: &str,
     o: usize,
@@ -228,12 +233,14 @@ fn norm(st: &SafeTensors, name: &str, h: usize) -> Result<LayerNorm> {
     Ok(LayerNorm { weight: get(st, &format!("{name}.weight"), &[h])?, bias: get(st, &format!("{name}.bias"), &[h])? })
 }
 
-impl ParakeetCtc {
-    /// Loads a `ParakeetForCTC` from a safetensors file (`transformers`' names, the config in
-    /// the metadata).
-    pub fn load(st: &SafeTensors) -> Result<ParakeetCtc> {
-        let text = st.metadata().get("config").ok_or_else(|| bad("no `config` in the file's metadata".into()))?;
-        let c = ParakeetConfig::from_json(text)?;
+/// The file's config text (its metadata `config`).
+pub(super) fn config_text(st: &SafeTensors) -> Result<&str> {
+    st.metadata().get("config").map(String::as_str).ok_or_else(|| bad("no `config` in the file's metadata".into()))
+}
+
+impl ParakeetEncoder {
+    /// Loads the encoder's tensors (`encoder.*`) of a file whose config is `c`.
+    pub fn load(st: &SafeTensors, c: ParakeetConfig) -> Result<ParakeetEncoder> {
         let (h, ch, k) = (c.hidden, c.subsampling_channels, c.subsampling_kernel);
         let sub = |i: usize| format!("encoder.subsampling.layers.{i}");
         let conv0 = get(st, &format!("{}.weight", sub(0)), &[ch, 1, k, k])?;
@@ -303,9 +310,7 @@ impl ParakeetCtc {
                 norm_out: norm(st, &p("norm_out"), h)?,
             });
         }
-        let (w, b) = pointwise::<vocab, hidden>(st, "ctc_head", c.vocab, h)?;
-        let head = Linear::new(w.sum::<unit>()?, Some(b));
-        Ok(ParakeetCtc { config: c, conv0, conv0_bias, stages, sub_linear, blocks, head })
+        Ok(ParakeetEncoder { config: c, conv0, conv0_bias, stages, sub_linear, blocks })
     }
 
     /// The encoder's output `[seq, hidden]` for the valid frames of normalized features
@@ -348,11 +353,6 @@ impl ParakeetCtc {
             x = b.forward(&x, &pos, c)?;
         }
         Ok(x)
-    }
-
-    /// The CTC logits `[seq, vocab]` of the valid frames of `features`.
-    pub fn logits(&self, features: &Tensor<(frame, mel)>) -> Result<Tensor<(seq, vocab)>> {
-        self.head.forward(&self.encode(features)?)
     }
 
     /// The relative positions' sinusoids `[rel, hidden]` for `t` positions: row `k` is offset
@@ -433,32 +433,4 @@ impl ConvModule {
             g.conv2d::<hidden, seq, unit, hid_b>(&self.dw_weight, Some(&self.dw_bias), opts)?;
         self.pw2.forward(&d.sum::<unit>()?.silu()?)
     }
-}
-
-/// CTC's greedy decoding of per-frame best tokens: repeats collapsed, blanks dropped.
-///
-/// ```
-/// use fucina_models::parakeet::encoder::ctc_collapse;
-/// assert_eq!(ctc_collapse(&[5, 5, 0, 5, 3, 3, 0, 0, 7], 0), vec![5, 5, 3, 7]);
-/// ```
-pub fn ctc_collapse(best: &[u32], blank: u32) -> Vec<u32> {
-    ctc_emissions(best, blank).into_iter().map(|(_, t)| t).collect()
-}
-
-/// [`ctc_collapse`] with the frame that emitted each token: `(frame, token)`.
-///
-/// ```
-/// use fucina_models::parakeet::encoder::ctc_emissions;
-/// assert_eq!(ctc_emissions(&[5, 5, 0, 5, 3, 3], 0), vec![(0, 5), (3, 5), (4, 3)]);
-/// ```
-pub fn ctc_emissions(best: &[u32], blank: u32) -> Vec<(usize, u32)> {
-    let mut out = Vec::new();
-    let mut prev = None;
-    for (f, &t) in best.iter().enumerate() {
-        if Some(t) != prev && t != blank {
-            out.push((f, t));
-        }
-        prev = Some(t);
-    }
-    out
 }
