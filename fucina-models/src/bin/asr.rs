@@ -4,7 +4,7 @@
 use clap::Parser;
 use fucina::formats::safetensors::SafeTensors;
 use fucina::prelude::*;
-use fucina_models::parakeet::{wav, Recognizer};
+use fucina_models::parakeet::{wav, Recognizer, Stream, StreamOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -29,6 +29,24 @@ struct Args {
     /// Print only the text.
     #[arg(long)]
     text_only: bool,
+    /// Stream: feed the audio in pieces as if it arrived in real time and print each token as
+    /// soon as it is final (chunks of `--chunk-ms`, with `--left-ms` of past and `--right-ms`
+    /// of future audio around each), with the audio time at which it became final and the
+    /// compute it waited for.
+    #[arg(long)]
+    stream: bool,
+    /// Streaming: milliseconds of audio decoded per window (rounded to encoder frames).
+    #[arg(long, default_value_t = 1040)]
+    chunk_ms: u32,
+    /// Streaming: milliseconds of past audio added before each chunk.
+    #[arg(long, default_value_t = 4000)]
+    left_ms: u32,
+    /// Streaming: milliseconds of future audio waited for after each chunk (the latency).
+    #[arg(long, default_value_t = 1040)]
+    right_ms: u32,
+    /// Streaming: milliseconds of audio per piece fed in.
+    #[arg(long, default_value_t = 80)]
+    piece_ms: u32,
     /// Also time this many more recognitions of the same audio and print `RESULT rtf <x>`
     /// (seconds of audio per second of compute) for each, and the process's peak memory
     /// (`RESULT peak_rss_mib`), for benches/parakeet_vs_transformers.py.
@@ -74,6 +92,9 @@ fn run(a: &Args) -> Result<(), FucinaError> {
     let audio = wav::read(&a.input)?;
     let rate = rec.features.config().sample_rate;
     let audio = wav::resample(&audio, rate)?;
+    if a.stream {
+        return stream(a, &rec, &audio.samples, threads);
+    }
     let t0 = Instant::now();
     let t = rec.transcribe(&audio.samples)?;
     let took = t0.elapsed().as_secs_f64();
@@ -102,5 +123,68 @@ fn run(a: &Args) -> Result<(), FucinaError> {
             println!("RESULT loaded_rss_mib {loaded:.1}");
         }
     }
+    Ok(())
+}
+
+/// `--stream`: the audio fed in pieces, tokens printed as they become final.
+fn stream(a: &Args, rec: &Recognizer, samples: &[f32], threads: usize) -> Result<(), FucinaError> {
+    let frame_ms = rec.frame_seconds() * 1000.0;
+    let frames = |ms: u32| ((f64::from(ms) / frame_ms).round() as usize).max(1);
+    let opts = StreamOptions {
+        chunk: frames(a.chunk_ms),
+        left: if a.left_ms == 0 { 0 } else { frames(a.left_ms) },
+        right: if a.right_ms == 0 { 0 } else { frames(a.right_ms) },
+    };
+    let rate = rec.features.config().sample_rate as usize;
+    let piece = (rate * a.piece_ms.max(1) as usize / 1000).max(1);
+    eprintln!(
+        "streaming: chunks of {} frames ({:.0} ms), left {} ({:.0} ms), right {} ({:.0} ms); pieces of {} ms",
+        opts.chunk,
+        opts.chunk as f64 * frame_ms,
+        opts.left,
+        opts.left as f64 * frame_ms,
+        opts.right,
+        opts.right as f64 * frame_ms,
+        a.piece_ms
+    );
+    let mut s = Stream::new(rec, opts)?;
+    let mut all = Vec::new();
+    let (mut worst, mut busy) = (0f64, 0f64);
+    let mut fed = 0usize;
+    let mut show = |tokens: Vec<fucina_models::parakeet::TokenAt>, at: f64, took: f64| {
+        for t in &tokens {
+            if !a.text_only {
+                println!(
+                    "[{:7.2}s] {:<12} final at {:7.2}s of audio (+{:.0} ms compute)",
+                    t.start,
+                    t.piece,
+                    at,
+                    took * 1000.0
+                );
+            }
+        }
+        all.extend(tokens);
+    };
+    for p in samples.chunks(piece) {
+        fed += p.len();
+        let t0 = Instant::now();
+        let tokens = s.push(p)?;
+        let took = t0.elapsed().as_secs_f64();
+        (worst, busy) = (worst.max(took), busy + took);
+        show(tokens, fed as f64 / rate as f64, took);
+    }
+    let t0 = Instant::now();
+    let tokens = s.finish()?;
+    let took = t0.elapsed().as_secs_f64();
+    (worst, busy) = (worst.max(took), busy + took);
+    show(tokens, fed as f64 / rate as f64, took);
+    println!("{}", Recognizer::text(&all));
+    let seconds = samples.len() as f64 / rate as f64;
+    eprintln!(
+        "{seconds:.2} s of audio in {} windows, {busy:.3} s of compute ({:.1}x real time, {threads} threads); the longest push took {:.0} ms",
+        s.windows(),
+        seconds / busy.max(1e-9),
+        worst * 1000.0
+    );
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! Parakeet (NVIDIA's FastConformer speech recognizer): the audio front-end ([`features`]:
 //! log-mel features as `transformers`' `ParakeetFeatureExtractor` computes them), the
 //! FastConformer encoder ([`encoder`]), its CTC head ([`ctc`]) and its TDT / RNN-T heads
-//! ([`transducer`]), greedy recognition with token times ([`transcribe`]), and WAV input
+//! ([`transducer`]), greedy recognition with token times ([`transcribe`]), streaming with
+//! bounded latency ([`stream`]), and WAV input
 //! (`wav`, feature `cli`).
 
 pub mod ctc;
 pub mod encoder;
 pub mod features;
+pub mod stream;
 pub mod transcribe;
 pub mod transducer;
 #[cfg(feature = "cli")]
@@ -15,6 +17,7 @@ pub mod wav;
 pub use ctc::{ctc_collapse, ctc_emissions, ParakeetCtc};
 pub use encoder::{ParakeetConfig, ParakeetEncoder};
 pub use features::{FeatureConfig, FeatureExtractor, Features};
+pub use stream::{Stream, StreamOptions};
 pub use transcribe::{ParakeetModel, Recognizer, TokenAt, Transcript};
 pub use transducer::{ParakeetTransducer, Step, TransducerConfig, TransducerKind};
 

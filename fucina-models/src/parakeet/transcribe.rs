@@ -140,6 +140,25 @@ impl Recognizer {
         Ok(Recognizer { features, model, vocab })
     }
 
+    /// Samples per encoder frame (`hop * subsampling`).
+    pub fn frame_samples(&self) -> usize {
+        self.features.config().hop * self.model.config().subsampling_factor
+    }
+
+    /// Token `id` emitted at encoder frame `frame`, with its piece and time.
+    pub fn token_at(&self, frame: usize, id: u32) -> TokenAt {
+        let piece = match &self.vocab {
+            Some(v) => v.get(id as usize).cloned().unwrap_or_else(|| format!("<{id}>")),
+            None => format!("<{id}>"),
+        };
+        TokenAt { id, piece, start: frame as f64 * self.frame_seconds() }
+    }
+
+    /// The pieces of `tokens` joined, `▁` read as a space, leading space trimmed.
+    pub fn text(tokens: &[TokenAt]) -> String {
+        tokens.iter().map(|t| t.piece.as_str()).collect::<String>().replace('\u{2581}', " ").trim_start().to_string()
+    }
+
     /// Seconds per encoder frame.
     pub fn frame_seconds(&self) -> f64 {
         let c = self.features.config();
@@ -168,24 +187,8 @@ impl Recognizer {
     /// Recognizes mono `samples` at the front-end's rate (16 kHz for Parakeet).
     pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript> {
         let (emitted, frames) = self.model.emissions(&self.features(samples)?)?;
-        let step = self.frame_seconds();
-        let tokens: Vec<TokenAt> = emitted
-            .into_iter()
-            .map(|(f, id)| {
-                let piece = match &self.vocab {
-                    Some(v) => v.get(id as usize).cloned().unwrap_or_else(|| format!("<{id}>")),
-                    None => format!("<{id}>"),
-                };
-                TokenAt { id, piece, start: f as f64 * step }
-            })
-            .collect();
-        let text = tokens
-            .iter()
-            .map(|t| t.piece.as_str())
-            .collect::<String>()
-            .replace('\u{2581}', " ")
-            .trim_start()
-            .to_string();
+        let tokens: Vec<TokenAt> = emitted.into_iter().map(|(f, id)| self.token_at(f, id)).collect();
+        let text = Recognizer::text(&tokens);
         Ok(Transcript { tokens, text, frames })
     }
 }

@@ -224,34 +224,78 @@ impl ParakeetTransducer {
     pub fn decode_with(
         &self,
         projected: &Tensor<(seq, joint)>,
+        on_step: impl FnMut(&Step, &[f32]),
+    ) -> Result<Vec<Step>> {
+        let frames = projected.shape()[0];
+        let max_steps = self.transducer.max_symbols_per_step.saturating_mul(frames).saturating_sub(1);
+        let mut walk = self.start_walk()?;
+        self.walk(&mut walk, projected, 0, frames, max_steps, on_step)
+    }
+
+    /// A greedy walk at frame 0, the prediction network having read the start token.
+    pub fn start_walk(&self) -> Result<Walk> {
+        let mut states = self.lstm.zero_state(1)?;
+        let dec = self.predict(self.transducer.start_token, &mut states)?;
+        Ok(Walk { states, dec, at: 0, in_a_row: 0, steps: 0 })
+    }
+
+    /// Continues `walk` over encoder frames `first..first + rows` of the projected output
+    /// (`projected` holds them, row 0 being frame `first`) until it reaches frame `end` (at
+    /// most `first + rows`) or has taken `max_steps` steps in all; the steps taken. The walk
+    /// may stop past `end` (a duration longer than the frames left): the next call goes on
+    /// from there. Used whole by [`ParakeetTransducer::decode`] and chunk by chunk in
+    /// streaming ([`super::stream`]).
+    pub fn walk(
+        &self,
+        walk: &mut Walk,
+        projected: &Tensor<(seq, joint)>,
+        first: usize,
+        end: usize,
+        max_steps: usize,
         mut on_step: impl FnMut(&Step, &[f32]),
     ) -> Result<Vec<Step>> {
         let (c, t) = (&self.config, &self.transducer);
-        let frames = projected.shape()[0];
-        let max_steps = t.max_symbols_per_step.saturating_mul(frames).saturating_sub(1);
-        let mut states = self.lstm.zero_state(1)?;
-        let mut dec = self.predict(t.start_token, &mut states)?;
-        let (mut at, mut in_a_row) = (0usize, 0usize);
+        let rows = projected.shape()[0];
+        if walk.at < first || end > first + rows {
+            return Err(FucinaError::InvalidArgument {
+                op: "parakeet transducer walk",
+                msg: format!("at frame {}, given frames {first}..{} up to {end}", walk.at, first + rows),
+            });
+        }
         let mut steps = Vec::new();
-        while at < frames && steps.len() < max_steps {
-            let enc = projected.narrow::<seq>(at, 1)?.rename::<seq, batch>()?;
-            let out = self.joint(&enc, &dec)?.to_f32_vec();
+        while walk.at < end && walk.steps < max_steps {
+            let enc = projected.narrow::<seq>(walk.at - first, 1)?.rename::<seq, batch>()?;
+            let out = self.joint(&enc, &walk.dec)?.to_f32_vec();
             let token = argmax(&out[..c.vocab]) as u32;
             let predicted = match t.kind {
                 TransducerKind::Tdt => t.durations[argmax(&out[c.vocab..])],
                 TransducerKind::Rnnt => usize::from(token == c.blank),
             };
-            let duration = advance(token == c.blank, predicted, &mut in_a_row, t.max_symbols_per_step);
-            let step = Step { frame: at, token, duration };
+            let duration = advance(token == c.blank, predicted, &mut walk.in_a_row, t.max_symbols_per_step);
+            let step = Step { frame: walk.at, token, duration };
             on_step(&step, &out);
             steps.push(step);
+            walk.steps += 1;
             if token != c.blank {
-                dec = self.predict(token, &mut states)?;
+                walk.dec = self.predict(token, &mut walk.states)?;
             }
-            at += duration;
+            walk.at += duration;
         }
         Ok(steps)
     }
+}
+
+/// A greedy walk in progress ([`ParakeetTransducer::walk`]): the prediction network's state
+/// and output, and the frame reached.
+#[derive(Debug, Clone)]
+pub struct Walk {
+    states: Vec<fucina::nn::LstmState>,
+    dec: Tensor<(batch, joint)>,
+    /// The next frame to read.
+    pub at: usize,
+    in_a_row: usize,
+    /// Steps taken so far.
+    pub steps: usize,
 }
 
 /// The frames a step advances: its predicted duration, at least 1 for a blank, and 1 where
