@@ -8,7 +8,7 @@
 //! - `cli`: the binaries' shared command line (`llm::cli`, clap) and progress bars;
 //! - `server`: `serve`, the OpenAI-compatible HTTP server (axum, tokio, hyper);
 //! - `synth`: `llm::synth`, random model files of real shapes for benchmarks and tests;
-//! - `live` (off by default): live audio for the amp (cpal).
+//! - `live` (off by default): live audio (cpal) for the amp and for speech recognition.
 
 pub mod deepseek;
 #[doc(hidden)]

@@ -111,3 +111,26 @@ fn audio_too_long_for_memory_is_an_error_before_any_allocation() {
     let e = rec.model.encode(&huge).unwrap_err().to_string();
     assert!(e.contains("attention scores"), "{e}");
 }
+
+#[test]
+fn resampling_in_pieces_equals_resampling_the_whole() {
+    use fucina_models::parakeet::wav::{resample, Audio, StreamResampler};
+    let x: Vec<f32> = (0..44_100).map(|i| (i as f32 * 0.031).sin() * 0.5 + (i as f32 * 0.0007).cos() * 0.2).collect();
+    let whole = resample(&Audio { samples: x.clone(), rate: 44_100 }, 16_000).unwrap().samples;
+    let mut r = StreamResampler::new(44_100, 16_000).unwrap();
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (k, n) in [1, 700, 3000, 13, 1024, 5000].iter().cycle().enumerate() {
+        if at >= x.len() || k > 10_000 {
+            break;
+        }
+        let end = (at + n).min(x.len());
+        pieces.extend(r.push(&x[at..end]).unwrap());
+        at = end;
+    }
+    assert!(pieces.len() > whole.len() - 2000 && pieces.len() <= whole.len(), "{} of {}", pieces.len(), whole.len());
+    assert_eq!(pieces[..], whole[..pieces.len()], "the same samples");
+    let mut same = StreamResampler::new(16_000, 16_000).unwrap();
+    assert_eq!(same.push(&x[..10]).unwrap(), x[..10].to_vec());
+    assert!(StreamResampler::new(0, 16_000).is_err());
+}

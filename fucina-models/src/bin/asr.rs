@@ -21,8 +21,16 @@ struct Args {
     /// The model file (default: the crate's tiny random Parakeet CTC).
     model: Option<PathBuf>,
     /// Input WAV file.
-    #[arg(long = "in")]
-    input: PathBuf,
+    #[arg(long = "in", required_unless_present = "live")]
+    input: Option<PathBuf>,
+    /// Recognize the default input device (the microphone) with streaming's chunks and
+    /// contexts until Enter is pressed (or `--seconds` have passed); needs a build with
+    /// `--features live`.
+    #[arg(long, conflicts_with = "input")]
+    live: bool,
+    /// Live: stop after this many seconds.
+    #[arg(long)]
+    seconds: Option<f64>,
     /// Worker threads (default: all cores).
     #[arg(short, long)]
     threads: Option<usize>,
@@ -89,7 +97,11 @@ fn run(a: &Args) -> Result<(), FucinaError> {
         c.subsampling_factor
     );
     let loaded_rss = status_mib("VmRSS:");
-    let audio = wav::read(&a.input)?;
+    if a.live {
+        return live(a, &rec);
+    }
+    let input = a.input.as_ref().ok_or_else(|| FucinaError::InvalidArgument { op: "asr", msg: "no --in".into() })?;
+    let audio = wav::read(input)?;
     let rate = rec.features.config().sample_rate;
     let audio = wav::resample(&audio, rate)?;
     if a.stream {
@@ -126,15 +138,43 @@ fn run(a: &Args) -> Result<(), FucinaError> {
     Ok(())
 }
 
+/// Streaming's chunk and contexts from the command line, in encoder frames.
+fn stream_options(a: &Args, rec: &Recognizer) -> StreamOptions {
+    let frame_ms = rec.frame_seconds() * 1000.0;
+    let frames = |ms: u32| if ms == 0 { 0 } else { ((f64::from(ms) / frame_ms).round() as usize).max(1) };
+    StreamOptions { chunk: frames(a.chunk_ms).max(1), left: frames(a.left_ms), right: frames(a.right_ms) }
+}
+
+/// `--live`: the microphone through a stream.
+#[cfg(feature = "live")]
+fn live(a: &Args, rec: &Recognizer) -> Result<(), FucinaError> {
+    let mut all = Vec::new();
+    fucina_models::parakeet::live::run(rec, stream_options(a, rec), a.seconds, |tokens, at| {
+        for t in tokens {
+            if !a.text_only {
+                println!("[{:7.2}s] {:<12} final at {at:7.2}s", t.start, t.piece);
+            }
+        }
+        all.extend_from_slice(tokens);
+    })
+    .map_err(|msg| FucinaError::InvalidArgument { op: "asr --live", msg })?;
+    println!("{}", Recognizer::text(&all));
+    Ok(())
+}
+
+/// `--live` without the `live` feature.
+#[cfg(not(feature = "live"))]
+fn live(_: &Args, _: &Recognizer) -> Result<(), FucinaError> {
+    Err(FucinaError::InvalidArgument {
+        op: "asr --live",
+        msg: "this build has no live audio: rebuild with `cargo run -p fucina-models --release --features live --bin asr -- --live` (needs libasound2-dev on Linux)".into(),
+    })
+}
+
 /// `--stream`: the audio fed in pieces, tokens printed as they become final.
 fn stream(a: &Args, rec: &Recognizer, samples: &[f32], threads: usize) -> Result<(), FucinaError> {
     let frame_ms = rec.frame_seconds() * 1000.0;
-    let frames = |ms: u32| ((f64::from(ms) / frame_ms).round() as usize).max(1);
-    let opts = StreamOptions {
-        chunk: frames(a.chunk_ms),
-        left: if a.left_ms == 0 { 0 } else { frames(a.left_ms) },
-        right: if a.right_ms == 0 { 0 } else { frames(a.right_ms) },
-    };
+    let opts = stream_options(a, rec);
     let rate = rec.features.config().sample_rate as usize;
     let piece = (rate * a.piece_ms.max(1) as usize / 1000).max(1);
     eprintln!(

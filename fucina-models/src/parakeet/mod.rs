@@ -2,12 +2,14 @@
 //! log-mel features as `transformers`' `ParakeetFeatureExtractor` computes them), the
 //! FastConformer encoder ([`encoder`]), its CTC head ([`ctc`]) and its TDT / RNN-T heads
 //! ([`transducer`]), greedy recognition with token times ([`transcribe`]), streaming with
-//! bounded latency ([`stream`]), and WAV input
-//! (`wav`, feature `cli`).
+//! bounded latency ([`stream`]), WAV input (`wav`, feature `cli`) and the microphone (`live`,
+//! feature `live`).
 
 pub mod ctc;
 pub mod encoder;
 pub mod features;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod stream;
 pub mod transcribe;
 pub mod transducer;

@@ -86,3 +86,60 @@ pub fn resample(audio: &Audio, rate: u32) -> Result<Audio> {
     let samples: Vec<f32> = out.into_iter().skip(delay).take(want).collect();
     Ok(Audio { samples, rate })
 }
+
+/// Resampling of a signal that arrives in pieces (a microphone): [`StreamResampler::push`]
+/// returns the output samples ready so far, the resampler's delay removed, so the pieces'
+/// outputs joined are [`resample`]'s output of the whole signal (up to its last partial block,
+/// which [`resample`] flushes at the end).
+pub struct StreamResampler {
+    rs: Option<FftFixedIn<f32>>,
+    pending: Vec<f32>,
+    skip: usize,
+}
+
+impl std::fmt::Debug for StreamResampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamResampler").field("pending", &self.pending.len()).field("skip", &self.skip).finish()
+    }
+}
+
+/// Input samples per resampler block (as [`resample`] uses).
+const BLOCK: usize = 1024;
+
+impl StreamResampler {
+    /// From `from` Hz to `to` Hz (a pass-through when they are equal).
+    pub fn new(from: u32, to: u32) -> Result<StreamResampler> {
+        if from == 0 || to == 0 {
+            return Err(FucinaError::InvalidArgument { op: "resample", msg: format!("rates {from} -> {to}") });
+        }
+        if from == to {
+            return Ok(StreamResampler { rs: None, pending: Vec::new(), skip: 0 });
+        }
+        let rs = FftFixedIn::<f32>::new(from as usize, to as usize, BLOCK, 2, 1)
+            .map_err(|e| FucinaError::InvalidArgument { op: "resample", msg: e.to_string() })?;
+        let skip = rs.output_delay();
+        Ok(StreamResampler { rs: Some(rs), pending: Vec::new(), skip })
+    }
+
+    /// Adds `samples`; the output samples now ready.
+    pub fn push(&mut self, samples: &[f32]) -> Result<Vec<f32>> {
+        let Some(rs) = self.rs.as_mut() else {
+            return Ok(samples.to_vec());
+        };
+        self.pending.extend_from_slice(samples);
+        let mut out = Vec::new();
+        let mut used = 0;
+        while self.pending.len() - used >= BLOCK {
+            let block = &self.pending[used..used + BLOCK];
+            let y = rs
+                .process(&[block], None)
+                .map_err(|e| FucinaError::InvalidArgument { op: "resample", msg: e.to_string() })?;
+            let drop = self.skip.min(y[0].len());
+            self.skip -= drop;
+            out.extend_from_slice(&y[0][drop..]);
+            used += BLOCK;
+        }
+        self.pending.drain(..used);
+        Ok(out)
+    }
+}
