@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Parakeet CTC speech recognition, fucina-rs vs transformers on the CPU: real-time factor.
+"""Parakeet speech recognition, fucina-rs vs transformers on the CPU: real-time factor.
 
 Side by side in one run: one randomly initialized ParakeetForCTC of parakeet-ctc-0.6b's
 shapes (24 FastConformer blocks, width 1024, 8 heads, feed-forward 4096, conv kernel 9, 8x
-subsampling with 256 channels, 1025 tokens; f32), saved as safetensors with its config and a
+subsampling with 256 channels, 1025 tokens; f32), or with `--head tdt` a ParakeetForTDT of
+parakeet-tdt-0.6b's shapes (the same encoder, a 2-layer LSTM prediction network and joint of
+width 640, 1025 tokens and 5 durations), saved as safetensors with its config and a
 placeholder vocabulary for fucina's `asr`, the same synthetic speech-band audio (a WAV at
 16 kHz), the same thread count, interleaved rounds. Each side times features + encoder +
-CTC head + greedy decoding of the whole clip (transformers: ParakeetFeatureExtractor, then
-the model's forward and argmax under torch.inference_mode); the real-time factor is seconds
+head + greedy decoding of the whole clip (transformers: ParakeetFeatureExtractor, then
+the model's forward and argmax, or for TDT `generate` with the duration logits masked for the
+token choice (see tools/gen_parakeet_transducers.py), under torch.inference_mode); the real-time factor is seconds
 of audio per second of compute. Also prints fucina's peak resident memory.
 
-    tools/.venv/bin/python benches/parakeet_vs_transformers.py --seconds 10 --threads 2,1 --rounds 3
+    tools/.venv/bin/python benches/parakeet_vs_transformers.py --seconds 10 --threads 2,1 --rounds 3 [--head tdt]
 """
 import argparse
 import json
@@ -24,7 +27,16 @@ import wave
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import ParakeetCTCConfig, ParakeetEncoderConfig, ParakeetFeatureExtractor, ParakeetForCTC
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    ParakeetCTCConfig,
+    ParakeetEncoderConfig,
+    ParakeetFeatureExtractor,
+    ParakeetForCTC,
+    ParakeetForTDT,
+    ParakeetTDTConfig,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -34,7 +46,16 @@ from bench_common import cpu_model  # noqa: E402
 OUT = os.path.join(ROOT, "target", "bench-models")
 
 
-def build_model():
+class TokensOnly(LogitsProcessor):
+    """TDT's token choice over the token logits only."""
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, 1025:] = -float("inf")
+        return scores
+
+
+def build_model(head):
     enc = ParakeetEncoderConfig(
         hidden_size=1024,
         num_hidden_layers=24,
@@ -46,10 +67,15 @@ def build_model():
         num_mel_bins=80,
         scale_input=False,
     )
-    cfg = ParakeetCTCConfig(encoder_config=enc.to_dict(), vocab_size=1025, pad_token_id=1024)
     torch.manual_seed(0)
-    model = ParakeetForCTC(cfg).eval()
-    path = os.path.join(OUT, "parakeet-ctc-0.6b-shapes.safetensors")
+    if head == "tdt":
+        cfg = ParakeetTDTConfig(encoder_config=enc.to_dict(), vocab_size=1025, blank_token_id=1024, pad_token_id=1024, decoder_hidden_size=640, num_decoder_layers=2)
+        model = ParakeetForTDT(cfg).eval()
+        model.generation_config.decoder_start_token_id = 1024
+    else:
+        cfg = ParakeetCTCConfig(encoder_config=enc.to_dict(), vocab_size=1025, pad_token_id=1024)
+        model = ParakeetForCTC(cfg).eval()
+    path = os.path.join(OUT, f"parakeet-{head}-0.6b-shapes.safetensors")
     if not os.path.exists(path):
         os.makedirs(OUT, exist_ok=True)
         tensors = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
@@ -92,7 +118,7 @@ def fucina(model_path, wav, threads, reps):
     return statistics.median(rtf), rss[0] if rss else float("nan")
 
 
-def reference(model, fe, audio, threads, reps):
+def reference(model, fe, audio, threads, reps, head):
     torch.set_num_threads(threads)
     secs = audio.size / 16000
     rtf = []
@@ -100,8 +126,11 @@ def reference(model, fe, audio, threads, reps):
         for i in range(reps + 1):
             t0 = time.perf_counter()
             inp = fe(audio, sampling_rate=16000, return_tensors="pt", return_attention_mask=True)
-            logits = model(input_features=inp["input_features"], attention_mask=inp["attention_mask"]).logits
-            logits.argmax(-1)
+            if head == "tdt":
+                model.generate(input_features=inp["input_features"], attention_mask=inp["attention_mask"], logits_processor=LogitsProcessorList([TokensOnly()]))
+            else:
+                logits = model(input_features=inp["input_features"], attention_mask=inp["attention_mask"]).logits
+                logits.argmax(-1)
             if i > 0:
                 rtf.append(secs / (time.perf_counter() - t0))
     return statistics.median(rtf)
@@ -113,18 +142,19 @@ def main():
     ap.add_argument("--threads", default="2,1")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=2, help="timed recognitions per tool per round")
+    ap.add_argument("--head", choices=["ctc", "tdt"], default="ctc")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "fucina-models", "--bin", "asr"], cwd=ROOT, check=True)
-    model, path = build_model()
+    model, path = build_model(a.head)
     wav, audio = write_audio(a.seconds)
     fe = ParakeetFeatureExtractor()
-    print(f"CPU: {cpu_model()}; torch {torch.__version__}; {a.seconds:g} s of audio", flush=True)
+    print(f"CPU: {cpu_model()}; torch {torch.__version__}; {a.seconds:g} s of audio; head {a.head}", flush=True)
     rows = []
     for threads in [int(t) for t in a.threads.split(",")]:
         ours, theirs, rss = [], [], []
         for r in range(a.rounds):
             f, m = fucina(path, wav, threads, a.reps)
-            t = reference(model, fe, audio, threads, a.reps)
+            t = reference(model, fe, audio, threads, a.reps, a.head)
             ours.append(f)
             theirs.append(t)
             rss.append(m)
