@@ -170,3 +170,117 @@ pub fn tokenizer_case(tok: &Tokenizer, data: &[u8]) -> Result<()> {
     let ids = tok.encode_prompt(&crate::llm::chat::ChatFormat::ChatMl.prompt(&[m], true))?;
     tok.decode(&ids).map(|_| ())
 }
+
+/// The config keys a Parakeet damage recipe picks from (`encoder_config.` inside).
+const PARAKEET_KEYS: [&str; 22] = [
+    "encoder_config.hidden_size",
+    "encoder_config.num_hidden_layers",
+    "encoder_config.num_attention_heads",
+    "encoder_config.intermediate_size",
+    "encoder_config.conv_kernel_size",
+    "encoder_config.subsampling_factor",
+    "encoder_config.subsampling_conv_channels",
+    "encoder_config.subsampling_conv_kernel_size",
+    "encoder_config.subsampling_conv_stride",
+    "encoder_config.num_mel_bins",
+    "encoder_config.scale_input",
+    "encoder_config.hidden_act",
+    "vocab_size",
+    "pad_token_id",
+    "blank_token_id",
+    "decoder_hidden_size",
+    "num_decoder_layers",
+    "durations",
+    "max_symbols_per_step",
+    "hidden_act",
+    "decoder_start_token_id",
+    "model_type",
+];
+
+/// A hostile JSON value: zero, one, huge, negative, fractional, a string, null, a list.
+fn json_value(kind: u8, x: u64) -> serde_json::Value {
+    use serde_json::json;
+    match kind % 9 {
+        0 => json!(0),
+        1 => json!(1),
+        2 => json!(x),
+        3 => json!(-((x % 1000) as i64) - 1),
+        4 => json!(1u64 << (x % 64)),
+        5 => json!(f64::from(x as u32) / 7.0),
+        6 => json!(["parakeet_ctc", "parakeet_tdt", "parakeet_rnnt", "gelu", "relu", "tanh", ""][(x % 7) as usize]),
+        7 => serde_json::Value::Null,
+        _ => json!((0..(x % 70)).map(|i| (i * x) % 9).collect::<Vec<_>>()),
+    }
+}
+
+/// Damages a Parakeet safetensors file (`base`: CTC, TDT or RNN-T) as `data` says (config
+/// values replaced or removed, tensors resized to zeros, the vocabulary cut), writes it to
+/// `scratch`, then loads it and recognizes a short signal whole and streamed. Returns the
+/// first error, if any; must never panic.
+pub fn parakeet_case(base: &std::path::Path, data: &[u8], scratch: &std::path::Path) -> Result<()> {
+    use crate::parakeet::{Recognizer, Stream, StreamOptions};
+    use fucina::formats::safetensors::{save, SafeTensors};
+    let st = SafeTensors::open(base)?;
+    let mut metadata = st.metadata().clone();
+    let mut config: serde_json::Value = serde_json::from_str(metadata.get("config").map_or("{}", |s| s.as_str()))
+        .map_err(|e| FucinaError::InvalidArgument { op: "fuzz", msg: e.to_string() })?;
+    let mut tensors = Vec::new();
+    for name in st.tensors().keys() {
+        if let Ok(t) = st.load(name) {
+            tensors.push((name.clone(), t));
+        }
+    }
+    let mut b = Bytes(data);
+    for _ in 0..b.u8() % 5 {
+        let (op, at, x) = (b.u8(), b.u8() as usize, b.u64());
+        match op % 4 {
+            0 | 1 => {
+                let key = PARAKEET_KEYS[at % PARAKEET_KEYS.len()];
+                let (parent, leaf) = key.rsplit_once('.').map_or((None, key), |(p, l)| (Some(p), l));
+                let slot = match parent {
+                    Some(p) => &mut config[p],
+                    None => &mut config,
+                };
+                if let Some(o) = slot.as_object_mut() {
+                    if op % 4 == 0 {
+                        o.insert(leaf.to_string(), json_value(op / 4, x));
+                    } else {
+                        o.remove(leaf);
+                    }
+                }
+            }
+            2 => {
+                if !tensors.is_empty() {
+                    let i = at % tensors.len();
+                    let mut shape = tensors[i].1.shape().to_vec();
+                    if !shape.is_empty() {
+                        let d = (x as usize >> 8) % shape.len();
+                        shape[d] = (x & 0x3f) as usize;
+                        let n: usize = shape.iter().product();
+                        if n * 4 <= MAX_RESIZED as usize {
+                            let zeros = fucina::storage::Buffer::F32(vec![0f32; n]);
+                            tensors[i].1 = fucina::tensor::RawTensor::from_buffer(zeros, &shape)?;
+                        }
+                    }
+                }
+            }
+            _ => {
+                if let Some(v) = metadata.get_mut("vocab") {
+                    let keep = (x as usize) % (v.len() + 1);
+                    v.truncate(v.floor_char_boundary(keep));
+                }
+            }
+        }
+    }
+    metadata.insert("config".into(), config.to_string());
+    save(scratch, &tensors, &metadata)?;
+    let rec = Recognizer::load(&SafeTensors::open(scratch)?)?;
+    let audio: Vec<f32> = (0..8000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
+    rec.transcribe(&audio)?;
+    let mut s = Stream::new(&rec, StreamOptions { chunk: 2, left: 3, right: 1 })?;
+    for piece in audio.chunks(1000) {
+        s.push(piece)?;
+    }
+    s.finish()?;
+    Ok(())
+}

@@ -5,7 +5,7 @@
 //! prints the input that caused it.
 
 use fucina::rng::Philox;
-use fucina_models::fuzzing::{lm_case, tokenizer_case};
+use fucina_models::fuzzing::{lm_case, parakeet_case, tokenizer_case};
 use fucina_models::llm::Tokenizer;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -76,4 +76,23 @@ fn random_text_tokenizes_without_panics() {
         let tok = Tokenizer::from_gguf(gguf.header()).unwrap();
         run("tokenize", |d| tokenizer_case(&tok, d).unwrap());
     }
+}
+
+#[test]
+fn damaged_parakeet_files_load_and_recognize_without_panics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = std::env::temp_dir().join(format!("fucina-fuzz-parakeet-{}.safetensors", std::process::id()));
+    for file in [
+        "assets/parakeet-ctc-tiny.safetensors",
+        "tests/goldens/parakeet-tdt-tiny.safetensors",
+        "tests/goldens/parakeet-rnnt-tiny.safetensors",
+    ] {
+        let base = dir.join(file);
+        // The undamaged model goes through the whole path.
+        parakeet_case(&base, &[], &scratch).unwrap();
+        run("parakeet", |d| {
+            let _ = parakeet_case(&base, d, &scratch);
+        });
+    }
+    let _ = std::fs::remove_file(&scratch);
 }
