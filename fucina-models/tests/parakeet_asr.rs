@@ -187,7 +187,12 @@ fn a_spoken_sentence_runs_end_to_end() {
         let reference = rec.transcribe(&want16).unwrap();
         assert_eq!(from_file.frames, reference.frames);
         let ids = |t: &fucina_models::parakeet::Transcript| t.tokens.iter().map(|k| k.id).collect::<Vec<_>>();
-        eprintln!("{}: {:?} from the file, {:?} from scipy's samples", rec.model.head(), ids(&from_file), ids(&reference));
+        eprintln!(
+            "{}: {:?} from the file, {:?} from scipy's samples",
+            rec.model.head(),
+            ids(&from_file),
+            ids(&reference)
+        );
         assert_eq!(ids(&from_file), ids(&reference), "{}", rec.model.head());
     }
 }
