@@ -21,32 +21,19 @@ import os
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import ParakeetCTCConfig, ParakeetEncoderConfig, ParakeetFeatureExtractor, ParakeetForCTC
+from transformers import ParakeetCTCConfig, ParakeetFeatureExtractor, ParakeetForCTC
+
+from parakeet_common import randomize, tiny_encoder
 
 here = os.path.dirname(os.path.abspath(__file__))
 gold = os.path.join(here, "..", "fucina-models", "tests", "goldens")
 
 torch.manual_seed(21)
 torch.set_num_threads(1)
-enc = ParakeetEncoderConfig(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    conv_kernel_size=9,
-    subsampling_factor=8,
-    subsampling_conv_channels=8,
-    num_mel_bins=80,
-)
+enc = tiny_encoder()
 cfg = ParakeetCTCConfig(encoder_config=enc.to_dict(), vocab_size=17, pad_token_id=16)
 model = ParakeetForCTC(cfg).eval()
-with torch.no_grad():
-    for name, p in model.named_parameters():
-        p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith("norm.weight") or ".norm_" in name and name.endswith("weight") else 0.0))
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm1d):
-            m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.2)
-            m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
+randomize(model)
 
 fe = ParakeetFeatureExtractor()
 with open(os.path.join(gold, "parakeet_features.json")) as fh:

@@ -29,7 +29,6 @@ from safetensors.torch import save_file
 from transformers import (
     LogitsProcessor,
     LogitsProcessorList,
-    ParakeetEncoderConfig,
     ParakeetFeatureExtractor,
     ParakeetForRNNT,
     ParakeetForTDT,
@@ -37,6 +36,8 @@ from transformers import (
     ParakeetTDTConfig,
 )
 from transformers.models.parakeet.generation_parakeet import ParakeetRNNTDecoderCache
+
+from parakeet_common import randomize, tiny_encoder
 
 here = os.path.dirname(os.path.abspath(__file__))
 gold = os.path.join(here, "..", "fucina-models", "tests", "goldens")
@@ -58,16 +59,7 @@ class TokensOnly(LogitsProcessor):
 
 def build(kind):
     torch.manual_seed(21)
-    enc = ParakeetEncoderConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        conv_kernel_size=9,
-        subsampling_factor=8,
-        subsampling_conv_channels=8,
-        num_mel_bins=80,
-    )
+    enc = tiny_encoder()
     common = dict(encoder_config=enc.to_dict(), vocab_size=VOCAB, blank_token_id=BLANK, pad_token_id=BLANK, decoder_hidden_size=24, num_decoder_layers=2)
     if kind == "tdt":
         cfg = ParakeetTDTConfig(**common)
@@ -76,14 +68,8 @@ def build(kind):
         cfg = ParakeetRNNTConfig(max_symbols_per_step=3, **common)
         model = ParakeetForRNNT(cfg).eval()
     model.generation_config.decoder_start_token_id = BLANK
+    randomize(model)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            norm = name.endswith("norm.weight") or ".norm_" in name and name.endswith("weight")
-            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if norm else 0.0))
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm1d):
-                m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.2)
-                m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
         model.joint.head.weight.mul_(3.0)
         if kind == "tdt":
             g = torch.Generator().manual_seed(6)
