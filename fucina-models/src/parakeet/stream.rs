@@ -67,13 +67,10 @@ impl<'a> Stream<'a> {
         if opts.chunk == 0 {
             return Err(FucinaError::InvalidArgument { op: "parakeet stream", msg: "chunk of 0 frames".into() });
         }
-        let (left, right) = (opts.left.checked_add(opts.chunk), opts.right.checked_add(opts.chunk));
-        if left
-            .zip(right)
-            .and_then(|(l, r)| l.checked_add(r))
-            .and_then(|w| w.checked_mul(rec.frame_samples()))
-            .is_none()
-        {
+        // A window spans left + chunk + right frames (and one more at the end).
+        let window =
+            opts.left.checked_add(opts.chunk).and_then(|w| w.checked_add(opts.right)).and_then(|w| w.checked_add(1));
+        if window.and_then(|w| w.checked_mul(rec.frame_samples())).is_none() {
             return Err(FucinaError::InvalidArgument {
                 op: "parakeet stream",
                 msg: format!("window of {opts:?} frames overflows"),
