@@ -209,7 +209,7 @@ fn json_value(kind: u8, x: u64) -> serde_json::Value {
         5 => json!(f64::from(x as u32) / 7.0),
         6 => json!(["parakeet_ctc", "parakeet_tdt", "parakeet_rnnt", "gelu", "relu", "tanh", ""][(x % 7) as usize]),
         7 => serde_json::Value::Null,
-        _ => json!((0..(x % 70)).map(|i| (i * x) % 9).collect::<Vec<_>>()),
+        _ => json!((0..(x % 70)).map(|i| i.wrapping_mul(x) % 9).collect::<Vec<_>>()),
     }
 }
 
