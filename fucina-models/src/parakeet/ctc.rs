@@ -57,13 +57,26 @@ pub fn ctc_collapse(best: &[u32], blank: u32) -> Vec<u32> {
 /// assert_eq!(ctc_emissions(&[5, 5, 0, 5, 3, 3], 0), vec![(0, 5), (3, 5), (4, 3)]);
 /// ```
 pub fn ctc_emissions(best: &[u32], blank: u32) -> Vec<(usize, u32)> {
+    ctc_emissions_from(best, blank, 0, &mut None)
+}
+
+/// [`ctc_emissions`] of frames that continue earlier ones (streaming): `best[0]` is frame
+/// `first`, and `prev` holds the best token of the frame before it (updated to the last), so a
+/// repeat across the boundary collapses.
+///
+/// ```
+/// use fucina_models::parakeet::ctc::ctc_emissions_from;
+/// let mut prev = None;
+/// assert_eq!(ctc_emissions_from(&[5, 5], 0, 0, &mut prev), vec![(0, 5)]);
+/// assert_eq!(ctc_emissions_from(&[5, 3], 0, 2, &mut prev), vec![(3, 3)]);
+/// ```
+pub fn ctc_emissions_from(best: &[u32], blank: u32, first: usize, prev: &mut Option<u32>) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
-    let mut prev = None;
     for (f, &t) in best.iter().enumerate() {
-        if Some(t) != prev && t != blank {
-            out.push((f, t));
+        if Some(t) != *prev && t != blank {
+            out.push((first + f, t));
         }
-        prev = Some(t);
+        *prev = Some(t);
     }
     out
 }

@@ -14,7 +14,7 @@
 //! contexts trade accuracy for latency and compute (docs/SPEECH.md states the measured
 //! difference).
 
-use super::ctc::ParakeetCtc;
+use super::ctc::{ctc_emissions_from, ParakeetCtc};
 use super::transcribe::{ParakeetModel, Recognizer, TokenAt};
 use super::transducer::{ParakeetTransducer, Walk};
 use super::{frame, mel};
@@ -178,14 +178,7 @@ fn ctc_chunk(
     }
     let kept = logits.narrow::<seq>(done - start, keep_end - done)?;
     let best: Vec<u32> = kept.argmax::<vocab>()?.raw().to_vec::<u32>()?;
-    let mut out = Vec::new();
-    for (i, &t) in best.iter().enumerate() {
-        if Some(t) != *prev && t != m.config.blank {
-            out.push((done + i, t));
-        }
-        *prev = Some(t);
-    }
-    Ok(out)
+    Ok(ctc_emissions_from(&best, m.config.blank, done, prev))
 }
 
 /// The transducer's walk continued up to frame `keep_end`.
