@@ -4,8 +4,8 @@
 //! type-level id (its name encoded as a `typenum` integer) so that axis equality
 //! can be decided by trait resolution. A tensor's axes are a tuple of axis types
 //! ([`Axes`]); the algebra works on the equivalent cons-list ([`Cons`]/[`Nil`]).
-//! Each failed check ends in a trait whose `#[diagnostic::on_unimplemented]`
-//! message names the axis and the tensor's axes in plain words.
+//! Each failed check is reported as the public bound that failed, whose
+//! `#[diagnostic::on_unimplemented]` message names the axes and the tensor in plain words.
 
 use std::marker::PhantomData;
 use typenum::{Bit, IsEqual, B0, B1};
@@ -228,77 +228,50 @@ impl<H, T: Concat<R>, R> Concat<R> for Cons<H, T> {
 }
 
 // ---------------------------------------------------------------- readable checks
+//
+// The membership checks below are plumbing: every impl of them carries
+// `#[diagnostic::do_not_recommend]`, and so do the impls of the public bound traits
+// further down. A failed check is then reported as the public bound that was not met
+// (`(batch, hidden): CanReduce<seq>`), with that trait's `on_unimplemented` message in
+// plain words, and none of the cons lists, `B0`/`B1` bits or intermediate traits appear
+// in the notes.
 
-macro_rules! presence_check {
-    (
-        $(#[$m:meta])* all: $all:ident, leaf: $leaf:ident, want: $want:ty,
-        message = $msg:literal, label = $label:literal, note = $note:literal
-    ) => {
-        #[doc(hidden)]
-        #[diagnostic::on_unimplemented(message = $msg, label = $label, note = $note)]
-        pub trait $leaf<X, Shown> {}
-        #[diagnostic::do_not_recommend]
-        impl<X, Shown> $leaf<X, Shown> for $want {}
+#[doc(hidden)]
+pub trait IsSet {}
+#[diagnostic::do_not_recommend]
+impl IsSet for B1 {}
 
-        $(#[$m])*
-        pub trait $all<L, Shown> {}
-        impl<L, Shown> $all<L, Shown> for Nil {}
-        impl<L, Shown, X: Axis, T> $all<L, Shown> for Cons<X, T>
-        where
-            L: Has<X>,
-            <L as Has<X>>::Out: $leaf<X, Shown>,
-            T: $all<L, Shown>,
-        {
-        }
-    };
+#[doc(hidden)]
+pub trait IsUnset {}
+#[diagnostic::do_not_recommend]
+impl IsUnset for B0 {}
+
+/// Every axis of the list is in the list `L`.
+#[doc(hidden)]
+pub trait AllIn<L> {}
+#[diagnostic::do_not_recommend]
+impl<L> AllIn<L> for Nil {}
+#[diagnostic::do_not_recommend]
+impl<L, X: Axis, T> AllIn<L> for Cons<X, T>
+where
+    L: Has<X>,
+    <L as Has<X>>::Out: IsSet,
+    T: AllIn<L>,
+{
 }
 
-presence_check! {
-    /// Every axis of the list is an axis of the tensor `Shown`.
-    all: AxesOf, leaf: AxisOfTensor, want: B1,
-    message = "axis `{X}` is not an axis of the tensor `Tensor<{Shown}>`",
-    label = "this op names an axis the tensor does not have",
-    note = "the axes of a tensor are part of its type: check the axis name, or rename/permute first"
-}
-
-presence_check! {
-    /// Every contracted axis is an axis of the left operand `Shown`.
-    all: ContractedInLeft, leaf: ContractedAxisInLeft, want: B1,
-    message = "cannot contract over `{X}`: the left operand `Tensor<{Shown}>` has no such axis",
-    label = "contraction over an axis the left operand lacks",
-    note = "both operands of a contraction must have every contracted axis"
-}
-
-presence_check! {
-    /// Every contracted axis is an axis of the right operand `Shown`.
-    all: ContractedInRight, leaf: ContractedAxisInRight, want: B1,
-    message = "cannot contract over `{X}`: the right operand `Tensor<{Shown}>` has no such axis",
-    label = "contraction over an axis the right operand lacks",
-    note = "both operands of a contraction must have every contracted axis"
-}
-
-presence_check! {
-    /// Every axis of the right operand is an axis of the left operand `Shown` (broadcasting).
-    all: BroadcastsInto, leaf: BroadcastAxis, want: B1,
-    message = "cannot broadcast: axis `{X}` of the right operand is not an axis of the left operand `Tensor<{Shown}>`",
-    label = "incompatible axis sets",
-    note = "in `a.add(&b)` every axis of `b` must be an axis of `a`; the result has the axes of `a`"
-}
-
-presence_check! {
-    /// Every axis of the tensor appears in the target layout `Shown`.
-    all: CoveredBy, leaf: AxisInLayout, want: B1,
-    message = "axis `{X}` of the tensor is missing from the target layout `{Shown}`",
-    label = "a permutation must list every axis of the tensor exactly once",
-    note = "to drop an axis, reduce over it (sum/mean/max) instead"
-}
-
-presence_check! {
-    /// No axis of the list is an axis of the tensor `Shown` (used for renames).
-    all: AbsentFrom, leaf: AxisNotYetIn, want: B0,
-    message = "axis `{X}` is already an axis of the tensor `Tensor<{Shown}>`",
-    label = "renaming onto an existing axis would duplicate it",
-    note = "each axis may appear once in a tensor type"
+/// No axis of the list is in the list `L`.
+#[doc(hidden)]
+pub trait NoneIn<L> {}
+#[diagnostic::do_not_recommend]
+impl<L> NoneIn<L> for Nil {}
+#[diagnostic::do_not_recommend]
+impl<L, X: Axis, T> NoneIn<L> for Cons<X, T>
+where
+    L: Has<X>,
+    <L as Has<X>>::Out: IsUnset,
+    T: NoneIn<L>,
+{
 }
 
 /// The axes of `A` after removing the axes of `S`: the result of a reduction.
@@ -318,22 +291,55 @@ pub type Contracted<A, B, C> = TupleOf<
     >>::Out,
 >;
 
-/// `Self`'s axes can be reduced over the axes of `S`.
+/// `Self`'s axes can be reduced over the axes of `S` (every axis of `S` is an axis of `Self`).
+#[diagnostic::on_unimplemented(
+    message = "`{S}` is not among the axes of the tensor `Tensor<{Self}>`",
+    label = "this op names an axis the tensor does not have",
+    note = "the axes of a tensor are part of its type: check the axis name, or rename/permute first"
+)]
 pub trait CanReduce<S: AxisSet>: Axes {
     /// The remaining axes.
     type Out: Axes;
 }
 
+#[diagnostic::do_not_recommend]
 impl<A: Axes, S: AxisSet> CanReduce<S> for A
 where
-    S::List: AxesOf<A::List, A>,
+    S::List: AllIn<A::List>,
     A::List: RemoveAll<S::List>,
     <A::List as RemoveAll<S::List>>::Out: ToTuple,
 {
     type Out = TupleOf<<A::List as RemoveAll<S::List>>::Out>;
 }
 
+/// `Self` is the left operand of a contraction over `C`: it has every axis of `C`.
+#[diagnostic::on_unimplemented(
+    message = "cannot contract over `{C}`: the left operand `Tensor<{Self}>` lacks an axis of it",
+    label = "contraction over an axis the left operand lacks",
+    note = "both operands of a contraction must have every contracted axis"
+)]
+pub trait ContractsLeft<C: AxisSet>: Axes {}
+
+#[diagnostic::do_not_recommend]
+impl<A: Axes, C: AxisSet> ContractsLeft<C> for A where C::List: AllIn<A::List> {}
+
+/// `Self` is the right operand of a contraction over `C`: it has every axis of `C`.
+#[diagnostic::on_unimplemented(
+    message = "cannot contract over `{C}`: the right operand `Tensor<{Self}>` lacks an axis of it",
+    label = "contraction over an axis the right operand lacks",
+    note = "both operands of a contraction must have every contracted axis"
+)]
+pub trait ContractsRight<C: AxisSet>: Axes {}
+
+#[diagnostic::do_not_recommend]
+impl<A: Axes, C: AxisSet> ContractsRight<C> for A where C::List: AllIn<A::List> {}
+
 /// `Self` (the left operand) contracts with `B` over the axes `C`.
+#[diagnostic::on_unimplemented(
+    message = "cannot contract `Tensor<{Self}>` over `{C}`: an operand lacks a contracted axis",
+    label = "contraction over an axis an operand lacks",
+    note = "both operands of a contraction must have every contracted axis"
+)]
 pub trait CanContract<B: Axes, C: AxisSet>: Axes {
     /// The result axes.
     type Out: Axes;
@@ -341,7 +347,8 @@ pub trait CanContract<B: Axes, C: AxisSet>: Axes {
 
 impl<A: Axes, B: Axes, C: AxisSet> CanContract<B, C> for A
 where
-    C::List: ContractedInLeft<A::List, A> + ContractedInRight<B::List, B>,
+    A: ContractsLeft<C>,
+    B: ContractsRight<C>,
     A::List: RemoveAll<C::List>,
     B::List: RemoveAll<A::List>,
     <B::List as RemoveAll<A::List>>::Out: RemoveAll<C::List>,
@@ -354,35 +361,59 @@ where
 }
 
 /// `B` broadcasts into `Self`: every axis of `B` is an axis of `Self`.
+#[diagnostic::on_unimplemented(
+    message = "cannot broadcast `Tensor<{B}>` into `Tensor<{Self}>`: the right operand has an axis the left one lacks",
+    label = "incompatible axis sets",
+    note = "in `a.add(&b)` every axis of `b` must be an axis of `a`; the result has the axes of `a`"
+)]
 pub trait BroadcastFrom<B: Axes>: Axes {}
 
-impl<A: Axes, B: Axes> BroadcastFrom<B> for A where B::List: BroadcastsInto<A::List, A> {}
+#[diagnostic::do_not_recommend]
+impl<A: Axes, B: Axes> BroadcastFrom<B> for A where B::List: AllIn<A::List> {}
 
 /// `Self` can be permuted into the layout `B` (same axes, any order).
+#[diagnostic::on_unimplemented(
+    message = "cannot permute `Tensor<{Self}>` into `Tensor<{B}>`: the two have different axes",
+    label = "a permutation must list every axis of the tensor exactly once",
+    note = "to drop an axis, reduce over it (sum/mean/max); to add one, use unsqueeze or broadcast_to"
+)]
 pub trait PermuteTo<B: Axes>: Axes {}
 
+#[diagnostic::do_not_recommend]
 impl<A: Axes, B: Axes> PermuteTo<B> for A
 where
-    B::List: AxesOf<A::List, A>,
-    A::List: CoveredBy<B::List, B>,
+    B::List: AllIn<A::List>,
+    A::List: AllIn<B::List>,
 {
 }
 
 /// `Self` has every axis of `S` (for ops over a named axis that keep the shape).
+#[diagnostic::on_unimplemented(
+    message = "`{S}` is not among the axes of the tensor `Tensor<{Self}>`",
+    label = "this op names an axis the tensor does not have",
+    note = "the axes of a tensor are part of its type: check the axis name, or rename/permute first"
+)]
 pub trait HasAxes<S: AxisSet>: Axes {}
 
-impl<A: Axes, S: AxisSet> HasAxes<S> for A where S::List: AxesOf<A::List, A> {}
+#[diagnostic::do_not_recommend]
+impl<A: Axes, S: AxisSet> HasAxes<S> for A where S::List: AllIn<A::List> {}
 
 /// Axis `X` of `Self` can be renamed to `Y`.
+#[diagnostic::on_unimplemented(
+    message = "cannot rename `{X}` to `{Y}` in the tensor `Tensor<{Self}>`",
+    label = "the old name must be an axis of the tensor and the new one must not",
+    note = "each axis may appear once in a tensor type"
+)]
 pub trait CanRename<X: Axis, Y: Axis>: Axes {
     /// The renamed axes.
     type Out: Axes;
 }
 
+#[diagnostic::do_not_recommend]
 impl<A: Axes, X: Axis, Y: Axis> CanRename<X, Y> for A
 where
-    Cons<X, Nil>: AxesOf<A::List, A>,
-    Cons<Y, Nil>: AbsentFrom<A::List, A>,
+    Cons<X, Nil>: AllIn<A::List>,
+    Cons<Y, Nil>: NoneIn<A::List>,
     A::List: Replace<X, Y>,
     <A::List as Replace<X, Y>>::Out: ToTuple,
 {
@@ -390,14 +421,20 @@ where
 }
 
 /// `Self` followed by the axes of `B`, none shared (e.g. embedding lookup adds a feature axis).
+#[diagnostic::on_unimplemented(
+    message = "cannot add the axes `{B}` to the tensor `Tensor<{Self}>`: an axis would appear twice",
+    label = "the new axes must not be axes of the tensor already",
+    note = "each axis may appear once in a tensor type"
+)]
 pub trait CanJoin<B: Axes>: Axes {
     /// The joined axes.
     type Out: Axes;
 }
 
+#[diagnostic::do_not_recommend]
 impl<A: Axes, B: Axes> CanJoin<B> for A
 where
-    B::List: AbsentFrom<A::List, A>,
+    B::List: NoneIn<A::List>,
     A::List: Concat<B::List>,
     <A::List as Concat<B::List>>::Out: ToTuple,
 {
