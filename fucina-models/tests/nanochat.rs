@@ -3,6 +3,7 @@
 //! the BPE trainer's merges and encoding against `rustbpe`, nanochat's own trainer.
 
 use fucina::formats::safetensors::SafeTensors;
+use fucina::nn::{Embedding, Linear};
 use fucina::prelude::*;
 use fucina::tensor::axes::Axes;
 use fucina_models::nanochat::{bpe, train, Gpt, GptBlock, GptConfig};
@@ -35,16 +36,21 @@ fn tiny(st: &SafeTensors) -> Gpt {
         .map(|l| {
             let n = |s: &str| format!("model.layers.{l}.{s}.weight");
             GptBlock {
-                q: param(st, &n("self_attn.q_proj")),
-                k: param(st, &n("self_attn.k_proj")),
-                v: param(st, &n("self_attn.v_proj")),
-                o: param(st, &n("self_attn.o_proj")),
-                up: param(st, &n("mlp.fc1")),
-                down: param(st, &n("mlp.fc2")),
+                q: Linear::new(param(st, &n("self_attn.q_proj")), None),
+                k: Linear::new(param(st, &n("self_attn.k_proj")), None),
+                v: Linear::new(param(st, &n("self_attn.v_proj")), None),
+                o: Linear::new(param(st, &n("self_attn.o_proj")), None),
+                up: Linear::new(param(st, &n("mlp.fc1")), None),
+                down: Linear::new(param(st, &n("mlp.fc2")), None),
             }
         })
         .collect();
-    Gpt { config, embed: param(st, "model.embed_tokens.weight"), blocks, head: param(st, "lm_head.weight") }
+    Gpt {
+        config,
+        embed: Embedding::new(param(st, "model.embed_tokens.weight")),
+        blocks,
+        head: Linear::new(param(st, "lm_head.weight"), None),
+    }
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -77,9 +83,10 @@ fn gpt_matches_transformers_forward_and_backward() {
         }
         let hf = |n: &str| -> String {
             match n {
-                "embed" => "model.embed_tokens.weight".into(),
-                "head" => "lm_head.weight".into(),
+                "embed.weight" => "model.embed_tokens.weight".into(),
+                "head.weight" => "lm_head.weight".into(),
                 _ => {
+                    let n = n.strip_suffix(".weight").unwrap_or_else(|| panic!("parameter {n}"));
                     let (l, w) = n.trim_start_matches("blocks.").split_once('.').unwrap();
                     let m = match w {
                         "q" => "self_attn.q_proj",
@@ -142,10 +149,10 @@ fn random_gpt(ctx: &ExecContext, vocab: usize) -> Gpt {
     };
     let mut gpt = Gpt::init(ctx, config).unwrap();
     for b in &mut gpt.blocks {
-        b.o = ctx.randn(&[32, 32], 0.0, 0.2).unwrap();
-        b.down = ctx.randn(&[32, 64], 0.0, 0.2).unwrap();
+        b.o.weight = ctx.randn(&[32, 32], 0.0, 0.2).unwrap();
+        b.down.weight = ctx.randn(&[32, 64], 0.0, 0.2).unwrap();
     }
-    gpt.head = ctx.randn(&[vocab, 32], 0.0, 0.3).unwrap();
+    gpt.head.weight = ctx.randn(&[vocab, 32], 0.0, 0.3).unwrap();
     gpt
 }
 

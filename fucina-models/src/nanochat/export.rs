@@ -74,20 +74,20 @@ pub fn to_gguf(gpt: &Gpt, vocab: &Vocab, name: &str) -> Result<Vec<u8>> {
         ("tokenizer.chat_template".to_string(), Value::String(CHAT_TEMPLATE.as_bytes().to_vec())),
     ];
     let mut named: Vec<(String, Vec<usize>, Vec<f32>)> =
-        vec![("token_embd.weight".into(), gpt.embed.shape().to_vec(), gpt.embed.to_f32_vec())];
+        vec![("token_embd.weight".into(), gpt.embed.weight.shape().to_vec(), gpt.embed.weight.to_f32_vec())];
     for (l, b) in gpt.blocks.iter().enumerate() {
         for (n, shape, data) in [
-            ("attn_q", b.q.shape().to_vec(), b.q.to_f32_vec()),
-            ("attn_k", b.k.shape().to_vec(), b.k.to_f32_vec()),
-            ("attn_v", b.v.shape().to_vec(), b.v.to_f32_vec()),
-            ("attn_output", b.o.shape().to_vec(), b.o.to_f32_vec()),
-            ("ffn_up", b.up.shape().to_vec(), b.up.to_f32_vec()),
-            ("ffn_down", b.down.shape().to_vec(), b.down.to_f32_vec()),
+            ("attn_q", b.q.weight.shape().to_vec(), b.q.weight.to_f32_vec()),
+            ("attn_k", b.k.weight.shape().to_vec(), b.k.weight.to_f32_vec()),
+            ("attn_v", b.v.weight.shape().to_vec(), b.v.weight.to_f32_vec()),
+            ("attn_output", b.o.weight.shape().to_vec(), b.o.weight.to_f32_vec()),
+            ("ffn_up", b.up.weight.shape().to_vec(), b.up.weight.to_f32_vec()),
+            ("ffn_down", b.down.weight.shape().to_vec(), b.down.weight.to_f32_vec()),
         ] {
             named.push((format!("blk.{l}.{n}.weight"), shape, data));
         }
     }
-    named.push(("output.weight".into(), gpt.head.shape().to_vec(), gpt.head.to_f32_vec()));
+    named.push(("output.weight".into(), gpt.head.weight.shape().to_vec(), gpt.head.weight.to_f32_vec()));
     let tensors = named
         .iter()
         .map(|(n, shape, _)| TensorInfo {

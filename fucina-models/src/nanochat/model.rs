@@ -8,39 +8,41 @@
 use super::config::GptConfig;
 use crate::llm::rope::Rope;
 use crate::qwen3::model::{kv_flat, q_flat};
-use fucina::nn::cross_entropy;
+use fucina::nn::{cross_entropy, Embedding, Linear};
 use fucina::ops::{attention, Mask, RopeStyle};
 use fucina::prelude::*;
 
-/// Attention and MLP weights of one block (no biases, no norm weights).
+/// Attention and MLP projections of one block: [`Linear`] layers without biases (and no norm
+/// weights: nanochat's RMSNorms are parameter-free).
 #[derive(Module)]
 pub struct GptBlock {
     /// `[q_flat, hidden]` query projection.
-    pub q: Tensor<axes![q_flat, hidden]>,
+    pub q: Linear<q_flat, hidden>,
     /// `[kv_flat, hidden]` key projection.
-    pub k: Tensor<axes![kv_flat, hidden]>,
+    pub k: Linear<kv_flat, hidden>,
     /// `[kv_flat, hidden]` value projection.
-    pub v: Tensor<axes![kv_flat, hidden]>,
+    pub v: Linear<kv_flat, hidden>,
     /// `[hidden, q_flat]` output projection.
-    pub o: Tensor<axes![hidden, q_flat]>,
+    pub o: Linear<hidden, q_flat>,
     /// `[ffn, hidden]` MLP input (`fc1`).
-    pub up: Tensor<axes![ffn, hidden]>,
+    pub up: Linear<ffn, hidden>,
     /// `[hidden, ffn]` MLP output (`fc2`).
-    pub down: Tensor<axes![hidden, ffn]>,
+    pub down: Linear<hidden, ffn>,
 }
 
-/// nanochat's GPT. Parameter names: `embed`, `blocks.L.{q,k,v,o,up,down}`, `head`.
+/// nanochat's GPT. Parameter names: `embed.weight`, `blocks.L.{q,k,v,o,up,down}.weight`,
+/// `head.weight`.
 #[derive(Module)]
 pub struct Gpt {
     /// Hyper-parameters.
     #[module(skip)]
     pub config: GptConfig,
     /// `[vocab, hidden]` token embedding.
-    pub embed: Tensor<axes![vocab, hidden]>,
+    pub embed: Embedding<vocab, hidden>,
     /// The blocks, first to last.
     pub blocks: Vec<GptBlock>,
     /// `[vocab, hidden]` output head (untied).
-    pub head: Tensor<axes![vocab, hidden]>,
+    pub head: Linear<vocab, hidden>,
 }
 
 /// nanochat's rotation: `rotate_half` with flipped signs, i.e. each pair `(x_i, x_{i+d/2})`
@@ -58,20 +60,20 @@ impl Gpt {
         let (h, hd) = (config.hidden, config.head_dim());
         let (qd, kvd) = (config.heads * hd, config.kv_heads * hd);
         let std = 1.0 / (h as f32).sqrt();
-        let embed = ctx.randn(&[config.vocab, h], 0.0, 1.0)?;
+        let embed = Embedding::new(ctx.randn(&[config.vocab, h], 0.0, 1.0)?);
         let blocks = (0..config.layers)
             .map(|_| -> Result<GptBlock> {
                 Ok(GptBlock {
-                    q: ctx.randn(&[qd, h], 0.0, std)?,
-                    k: ctx.randn(&[kvd, h], 0.0, std)?,
-                    v: ctx.randn(&[kvd, h], 0.0, std)?,
-                    o: Tensor::zeros(&[h, qd])?,
-                    up: ctx.randn(&[config.ffn, h], 0.0, std)?,
-                    down: Tensor::zeros(&[h, config.ffn])?,
+                    q: Linear::new(ctx.randn(&[qd, h], 0.0, std)?, None),
+                    k: Linear::new(ctx.randn(&[kvd, h], 0.0, std)?, None),
+                    v: Linear::new(ctx.randn(&[kvd, h], 0.0, std)?, None),
+                    o: Linear::new(Tensor::zeros(&[h, qd])?, None),
+                    up: Linear::new(ctx.randn(&[config.ffn, h], 0.0, std)?, None),
+                    down: Linear::new(Tensor::zeros(&[h, config.ffn])?, None),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let head = ctx.randn(&[config.vocab, h], 0.0, 0.001)?;
+        let head = Linear::new(ctx.randn(&[config.vocab, h], 0.0, 0.001)?, None);
         Ok(Gpt { config, embed, blocks, head })
     }
 
@@ -98,13 +100,13 @@ impl Gpt {
             (Tensor::concat::<seq>(&cs)?, Tensor::concat::<seq>(&ss)?)
         };
         let ids = Tensor::<axes![seq]>::from_vec(tokens.to_vec(), &[n])?;
-        let mut x = self.embed.embedding(&ids)?.rms_norm::<hidden>(None, c.eps)?;
+        let mut x = self.embed.forward(&ids)?.rms_norm::<hidden>(None, c.eps)?;
         let scale = 1.0 / (hd as f32).sqrt();
         for b in &self.blocks {
             let h = x.rms_norm::<hidden>(None, c.eps)?;
-            let q = einsum!(h, b.q; hidden ->)?.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?;
-            let k = einsum!(h, b.k; hidden ->)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
-            let v = einsum!(h, b.v; hidden ->)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
+            let q = b.q.forward(&h)?.split_axis::<q_flat, axes![kv_head, group, head_dim]>(&[nkv, g, hd])?;
+            let k = b.k.forward(&h)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
+            let v = b.v.forward(&h)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
             let q = q.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
             let k = k.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
             let heads = (0..sequences)
@@ -121,13 +123,13 @@ impl Gpt {
                 Tensor::concat::<seq>(&heads.iter().collect::<Vec<_>>())?
             };
             let a = a.merge_axes::<axes![kv_head, group, head_dim], q_flat>()?;
-            x = x.add(&einsum!(a, b.o; q_flat ->)?)?;
+            x = x.add(&b.o.forward(&a)?)?;
             let h = x.rms_norm::<hidden>(None, c.eps)?;
-            let u = einsum!(h, b.up; hidden ->)?.relu()?;
-            x = x.add(&einsum!(u.mul(&u)?, b.down; ffn ->)?)?;
+            let u = b.up.forward(&h)?.relu()?;
+            x = x.add(&b.down.forward(&u.mul(&u)?)?)?;
         }
         let x = x.rms_norm::<hidden>(None, c.eps)?;
-        let logits = einsum!(x, self.head; hidden ->)?;
+        let logits = self.head.forward(&x)?;
         match c.softcap {
             Some(cap) => logits.softcap(cap),
             None => Ok(logits),
