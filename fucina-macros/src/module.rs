@@ -97,6 +97,12 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             ::fucina::nn::Module::visit_frozen(#target, &::fucina::nn::join_name(#prefix, #name), __f);
         }
     };
+    let frozen_mut_one = |f: &FieldInfo, target: TokenStream2| {
+        let name = &f.name;
+        quote_spanned! {f.span=>
+            ::fucina::nn::Module::visit_frozen_mut(#target, &::fucina::nn::join_name(#prefix, #name), __f);
+        }
+    };
     let visit_mut_one = |f: &FieldInfo, target: TokenStream2| {
         let name = &f.name;
         quote_spanned! {f.span=>
@@ -104,7 +110,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
     };
     let mut bounded: Vec<syn::Type> = Vec::new();
-    let (visit, visit_mut, frozen) = match &input.data {
+    let (visit, visit_mut, frozen, frozen_mut) = match &input.data {
         Data::Struct(s) => {
             let fields = collect_fields(&s.fields, false)?;
             let v: Vec<_> = fields
@@ -128,13 +134,21 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                     frozen_one(f, quote_spanned!(f.span=> &self.#acc))
                 })
                 .collect();
+            let zm: Vec<_> = fields
+                .iter()
+                .map(|(f, _)| {
+                    let acc = &f.access;
+                    frozen_mut_one(f, quote_spanned!(f.span=> &mut self.#acc))
+                })
+                .collect();
             bounded.extend(fields.into_iter().map(|(_, t)| t));
-            (quote!(#(#v)*), quote!(#(#m)*), quote!(#(#z)*))
+            (quote!(#(#v)*), quote!(#(#m)*), quote!(#(#z)*), quote!(#(#zm)*))
         }
         Data::Enum(e) => {
             let mut arms = Vec::new();
             let mut arms_mut = Vec::new();
             let mut arms_frozen = Vec::new();
+            let mut arms_frozen_mut = Vec::new();
             for var in &e.variants {
                 let vid = &var.ident;
                 let fields = collect_fields(&var.fields, true)?;
@@ -182,18 +196,27 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                         frozen_one(f, quote_spanned!(f.span=> #a))
                     })
                     .collect();
+                let zm: Vec<_> = fields
+                    .iter()
+                    .map(|(f, _)| {
+                        let a = &f.access;
+                        frozen_mut_one(f, quote_spanned!(f.span=> #a))
+                    })
+                    .collect();
                 arms.push(quote!(#pattern => { #(#v)* }));
                 arms_mut.push(quote!(#pattern => { #(#m)* }));
                 arms_frozen.push(quote!(#pattern => { #(#z)* }));
+                arms_frozen_mut.push(quote!(#pattern => { #(#zm)* }));
                 bounded.extend(fields.into_iter().map(|(_, t)| t));
             }
             if e.variants.is_empty() {
-                (quote!(match *self {}), quote!(match *self {}), quote!(match *self {}))
+                (quote!(match *self {}), quote!(match *self {}), quote!(match *self {}), quote!(match *self {}))
             } else {
                 (
                     quote!(match self { #(#arms)* }),
                     quote!(match self { #(#arms_mut)* }),
                     quote!(match self { #(#arms_frozen)* }),
+                    quote!(match self { #(#arms_frozen_mut)* }),
                 )
             }
         }
@@ -225,6 +248,10 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             #[allow(unused_variables)]
             fn visit_frozen(&self, #prefix: &str, __f: &mut dyn FnMut(&str, &dyn ::fucina::nn::FrozenWeight)) {
                 #frozen
+            }
+            #[allow(unused_variables)]
+            fn visit_frozen_mut(&mut self, #prefix: &str, __f: &mut dyn FnMut(&str, &mut dyn ::fucina::nn::FrozenWeight)) {
+                #frozen_mut
             }
         }
     })

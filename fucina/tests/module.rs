@@ -197,3 +197,94 @@ fn quantized_weights_are_frozen_weights_of_a_derived_module() {
     let got: Vec<(String, usize)> = s.frozen_weights().into_iter().map(|(n, _, r, _)| (n, r)).collect();
     assert_eq!(got, [("layers.0".to_string(), 3), ("layers.1".to_string(), 5)]);
 }
+
+/// A whole module (tensors of three dtypes, quantized weights in a struct, a Vec and an enum
+/// variant) saved as GGUF and loaded into a differently initialized one: every tensor equal,
+/// every frozen weight the same format and bytes. Bad files are errors that change nothing,
+/// and a failed save leaves the existing file whole.
+#[test]
+fn gguf_round_trip_with_frozen_weights() {
+    use fucina::formats::gguf::{GgufFile, ModuleGguf};
+    use fucina::quant::{GgmlType, QWeight};
+    axis!(go, gi);
+    #[derive(Module)]
+    enum Proj {
+        Quant(QWeight<go, gi>),
+        Dense { w: Tensor<axes![go, gi]> },
+    }
+    #[derive(Module)]
+    struct Model {
+        norm: Tensor<axes![gi]>,
+        half: Tensor<axes![go]>,
+        experts: Vec<QWeight<go, gi>>,
+        proj: Proj,
+    }
+    let w = |rows: usize, seed: f32| {
+        Tensor::<axes![go, gi]>::from_vec(
+            (0..rows * 256).map(|i| (i as f32 * 0.37 + seed).sin()).collect(),
+            &[rows, 256],
+        )
+        .unwrap()
+    };
+    let q = |rows: usize, seed: f32, ty| QWeight::quantize(&w(rows, seed), ty).unwrap();
+    let model = |seed: f32, ty| Model {
+        norm: Tensor::from_vec(vec![seed; 256], &[256]).unwrap(),
+        half: Tensor::<axes![go]>::from_vec(vec![seed + 0.5; 4], &[4]).unwrap().cast(DType::BF16).unwrap(),
+        experts: vec![q(4, seed, ty), q(4, seed + 1.0, GgmlType::Q6_K)],
+        proj: Proj::Quant(q(8, seed + 2.0, GgmlType::Q8_0)),
+    };
+    let dir = std::env::temp_dir().join(format!("fucina-module-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.gguf");
+    let a = model(1.0, GgmlType::Q4_K);
+    a.save_gguf(&path).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let names: Vec<&str> = file.header().tensors.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["norm", "half", "experts.0", "experts.1", "proj"]);
+    assert_eq!(file.tensor_info("experts.0").unwrap().ty, GgmlType::Q4_K);
+    assert_eq!(file.tensor_info("half").unwrap().ty, GgmlType::BF16);
+
+    let mut b = model(-3.0, GgmlType::Q8_0);
+    b.load_gguf(&path).unwrap();
+    assert_eq!(b.norm.to_f32_vec(), a.norm.to_f32_vec());
+    assert_eq!((b.half.dtype(), b.half.to_f32_vec()), (DType::BF16, a.half.to_f32_vec()));
+    for (x, y) in b.experts.iter().zip(&a.experts) {
+        assert_eq!((x.ggml_type(), x.bytes()), (y.ggml_type(), y.bytes()));
+    }
+    let (Proj::Quant(pb), Proj::Quant(pa)) = (&b.proj, &a.proj) else { unreachable!() };
+    assert_eq!(pb.bytes(), pa.bytes());
+    let x = Tensor::<axes![seq, gi]>::from_vec(vec![0.5f32; 2 * 256], &[2, 256]).unwrap();
+    assert_eq!(b.experts[0].forward(&x).unwrap().to_f32_vec(), a.experts[0].forward(&x).unwrap().to_f32_vec());
+
+    // A module whose shapes or names differ: an error naming the tensor, nothing changed.
+    let mut wider = model(-3.0, GgmlType::Q8_0);
+    wider.experts[1] = q(5, 0.0, GgmlType::Q8_0);
+    let before = wider.experts[0].bytes().to_vec();
+    let e = wider.load_gguf(&path).unwrap_err().to_string();
+    assert!(e.contains("experts.1") && e.contains("[5, 256]"), "{e}");
+    assert_eq!(wider.experts[0].bytes(), before, "a failed load changes nothing");
+    assert_eq!(wider.norm.to_f32_vec(), vec![-3.0; 256]);
+    let mut dense = model(0.0, GgmlType::Q8_0);
+    dense.proj = Proj::Dense { w: w(8, 0.0) };
+    let e = dense.load_gguf(&path).unwrap_err().to_string();
+    assert!(e.contains("proj.w"), "{e}");
+
+    // A truncated file is an error, not a panic.
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = dir.join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    assert!(model(0.0, GgmlType::Q8_0).load_gguf(&cut).is_err());
+
+    // A repacked weight cannot be saved; the file already there stays whole.
+    let ctx = ExecContext::new(ExecConfig { backend: BackendKind::Native, ..ExecConfig::default() }).unwrap();
+    let _g = ctx.enter();
+    let packed = QWeight::<go, gi>::quantize(&w(16, 0.0), GgmlType::Q4_K).unwrap().prepared().unwrap();
+    if packed.is_repacked() {
+        let mut c = model(2.0, GgmlType::Q4_K);
+        c.experts[0] = packed;
+        let e = c.save_gguf(&path).unwrap_err().to_string();
+        assert!(e.contains("experts.0") && e.contains("repacked"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "the old file is untouched");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -2,6 +2,7 @@
 
 use crate::autograd;
 use crate::error::{FucinaError, Result};
+use crate::storage::SharedBytes;
 use crate::tensor::axes::Axes;
 use crate::tensor::{RawTensor, Tensor};
 
@@ -74,6 +75,15 @@ pub trait FrozenWeight {
     fn cols(&self) -> usize;
     /// Bytes the weight takes in memory.
     fn bytes(&self) -> usize;
+    /// The weight's bytes in its storage format (what a file holds), or `None` when they
+    /// are held in a layout of this machine's instead (repacked at load for its kernels), in
+    /// which case the weight cannot be written back as it is.
+    fn stored_bytes(&self) -> Option<&[u8]>;
+    /// Replaces the weight with `bytes` of the storage format `format` (a name as
+    /// [`FrozenWeight::format_name`] gives it), `rows` x `cols`: an error, leaving the
+    /// weight as it was, when the format is unknown or has no kernel, the shape differs
+    /// from the weight's, or the byte count does not fit the format and shape.
+    fn replace(&mut self, format: &str, rows: usize, cols: usize, bytes: SharedBytes) -> Result<()>;
 }
 
 /// A set of named parameters: a tensor, or a struct of them (`#[derive(Module)]`).
@@ -91,6 +101,11 @@ pub trait Module {
     /// Calls `f(name, weight)` for each frozen weight ([`FrozenWeight`]), names prefixed by
     /// `prefix`; none by default (a tensor is a parameter, not a frozen weight).
     fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
+        let _ = (prefix, f);
+    }
+
+    /// Calls `f(name, weight)` for each frozen weight, mutably (to load one by name).
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
         let _ = (prefix, f);
     }
 
@@ -154,6 +169,9 @@ impl<M: Module> Module for Vec<M> {
     fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
         self.as_slice().visit_frozen(prefix, f)
     }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
+        self.as_mut_slice().visit_frozen_mut(prefix, f)
+    }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         self.as_mut_slice().visit_params_mut(prefix, f)
     }
@@ -170,6 +188,11 @@ impl<M: Module> Module for [M] {
             m.visit_frozen(&join_name(prefix, &i.to_string()), f);
         }
     }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
+        for (i, m) in self.iter_mut().enumerate() {
+            m.visit_frozen_mut(&join_name(prefix, &i.to_string()), f);
+        }
+    }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         for (i, m) in self.iter_mut().enumerate() {
             m.visit_params_mut(&join_name(prefix, &i.to_string()), f);
@@ -183,6 +206,9 @@ impl<M: Module, const N: usize> Module for [M; N] {
     }
     fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
         self.as_slice().visit_frozen(prefix, f)
+    }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
+        self.as_mut_slice().visit_frozen_mut(prefix, f)
     }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         self.as_mut_slice().visit_params_mut(prefix, f)
@@ -200,6 +226,11 @@ impl<M: Module> Module for Option<M> {
             m.visit_frozen(prefix, f)
         }
     }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
+        if let Some(m) = self {
+            m.visit_frozen_mut(prefix, f)
+        }
+    }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         if let Some(m) = self {
             m.visit_params_mut(prefix, f)
@@ -213,6 +244,9 @@ impl<M: Module + ?Sized> Module for Box<M> {
     }
     fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn FrozenWeight)) {
         (**self).visit_frozen(prefix, f)
+    }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn FrozenWeight)) {
+        (**self).visit_frozen_mut(prefix, f)
     }
     fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, ParamMut<'_>)) {
         (**self).visit_params_mut(prefix, f)

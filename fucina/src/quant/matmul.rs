@@ -220,6 +220,9 @@ impl<O: Axis, I: Axis> crate::nn::Module for QWeight<O, I> {
     fn visit_frozen(&self, prefix: &str, f: &mut dyn FnMut(&str, &dyn crate::nn::FrozenWeight)) {
         f(prefix, self)
     }
+    fn visit_frozen_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut dyn crate::nn::FrozenWeight)) {
+        f(prefix, self)
+    }
 }
 
 impl<O: Axis, I: Axis> crate::nn::FrozenWeight for QWeight<O, I> {
@@ -234,5 +237,19 @@ impl<O: Axis, I: Axis> crate::nn::FrozenWeight for QWeight<O, I> {
     }
     fn bytes(&self) -> usize {
         self.data.len()
+    }
+    fn stored_bytes(&self) -> Option<&[u8]> {
+        (!self.is_repacked()).then_some(&self.data[..])
+    }
+    fn replace(&mut self, format: &str, rows: usize, cols: usize, bytes: SharedBytes) -> Result<()> {
+        if (rows, cols) != (self.rows, self.cols) {
+            return Err(FucinaError::InvalidArgument {
+                op: "QWeight::replace",
+                msg: format!("a {rows}x{cols} weight for a {}x{} one", self.rows, self.cols),
+            });
+        }
+        let ty = GgmlType::from_name(format)?;
+        *self = QWeight::from_shared(ty, rows, cols, bytes)?;
+        Ok(())
     }
 }

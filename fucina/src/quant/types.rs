@@ -81,6 +81,13 @@ impl GgmlType {
         })
     }
 
+    /// The type named `name` as ggml spells it (`Q4_K`, `F16`, ...; what `{:?}` prints).
+    pub fn from_name(name: &str) -> Result<GgmlType> {
+        (0..64).filter_map(|id| GgmlType::from_id(id).ok()).find(|t| format!("{t:?}") == name).ok_or_else(|| {
+            FucinaError::InvalidArgument { op: "GgmlType::from_name", msg: format!("no ggml type `{name}`") }
+        })
+    }
+
     /// The ggml id.
     pub fn id(self) -> u32 {
         match self {

@@ -6,9 +6,12 @@
 //! allocation. Tensor data stays in the map ([`GgufFile::tensor_data`] is zero-copy).
 //! [`write_gguf`] emits a parsed file back byte for byte.
 
+mod module_io;
 mod reader;
 mod value;
 mod writer;
+
+pub use module_io::ModuleGguf;
 
 pub use reader::parse;
 pub use value::{Array, Value};

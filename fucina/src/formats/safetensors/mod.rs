@@ -279,13 +279,23 @@ pub fn save(
     while h.len() % 8 != 0 {
         h.push(b' ');
     }
-    let mut f = std::io::BufWriter::new(File::create(path).map_err(|e| io_err(path, e))?);
-    f.write_all(&(h.len() as u64).to_le_bytes()).map_err(|e| io_err(path, e))?;
-    f.write_all(&h).map_err(|e| io_err(path, e))?;
-    for b in blobs {
-        f.write_all(&b).map_err(|e| io_err(path, e))?;
+    // Written next to `path` and renamed into place: a failed write never leaves an
+    // existing file half overwritten.
+    let tmp = path.with_extension("safetensors.partial");
+    let write = || -> Result<()> {
+        let mut f = std::io::BufWriter::new(File::create(&tmp).map_err(|e| io_err(&tmp, e))?);
+        f.write_all(&(h.len() as u64).to_le_bytes()).map_err(|e| io_err(&tmp, e))?;
+        f.write_all(&h).map_err(|e| io_err(&tmp, e))?;
+        for b in blobs {
+            f.write_all(&b).map_err(|e| io_err(&tmp, e))?;
+        }
+        f.flush().map_err(|e| io_err(&tmp, e))
+    };
+    if let Err(e) = write() {
+        std::fs::remove_file(&tmp).ok();
+        return Err(e);
     }
-    f.flush().map_err(|e| io_err(path, e))
+    std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
 }
 
 #[cfg(test)]
