@@ -268,6 +268,12 @@ fn clamp_scans_order_triangles_broadcasts() {
         weigh(t::<axes![c]>(&v[0]).broadcast_to::<axes![c, a, b]>(&[4, 2, 3])?)
     });
     check("unsqueeze", std::slice::from_ref(&x), |v| weigh(t::<axes![a, b, c]>(&v[0]).unsqueeze::<d>()?.scale(2.0)?));
+    let x1 = raw(42, &[2, 1, 4], 1.0);
+    check("squeeze", std::slice::from_ref(&x1), |v| weigh(t::<axes![a, b, c]>(&v[0]).squeeze::<b>()?.scale(2.0)?));
+    // A strided input: the middle axis of a permuted view.
+    check("squeeze (strided)", std::slice::from_ref(&x1), |v| {
+        weigh(t::<axes![a, b, c]>(&v[0]).permute::<axes![c, b, a]>()?.squeeze::<b>()?)
+    });
 }
 
 #[test]

@@ -358,7 +358,7 @@ impl DeepSeek {
                 b.forward(&qa.forward(x)?.rms_norm::<qlora>(Some(norm), c.rms_eps)?)?
             }
         };
-        let q: Tensor<axes![seq, head, qk]> = q.reshape(&[s, nh, c.qk_head()])?;
+        let q: Tensor<axes![seq, head, qk]> = q.split_axis::<q_flat, axes![head, qk]>(&[nh, c.qk_head()])?;
         let q_nope: Tensor<axes![seq, head, nope]> = q.narrow::<qk>(0, c.qk_nope)?.rename::<qk, nope>()?;
         let (rcos, rsin) = (cos.rename::<head_dim, rot>()?, sin.rename::<head_dim, rot>()?);
         let q_rot: Tensor<axes![seq, head, rot]> = q
@@ -381,19 +381,26 @@ impl DeepSeek {
         let q_lat: Tensor<axes![seq, head, latent]> = einsum!(q_nope, a.k_b; nope ->)?;
         let qcat: Tensor<axes![seq, head, lat_rot]> =
             Tensor::concat::<lat_rot>(&[&q_lat.rename::<latent, lat_rot>()?, &q_rot.rename::<rot, lat_rot>()?])?;
-        let qcat: Tensor<axes![seq, kv_head, group, lat_rot]> = qcat.reshape(&[s, 1, nh, c.kv_lora + c.qk_rope])?;
+        // One shared latent key for all heads: the heads are one group of a single kv head.
+        let qcat: Tensor<axes![seq, kv_head, group, lat_rot]> =
+            qcat.rename::<head, group>()?.broadcast_to(&[s, 1, nh, c.kv_lora + c.qk_rope])?;
         // Each sequence writes its positions' latents and rotary keys, and attends over its
         // own cache.
         let o = batch::per_segment(&qcat, spans, batch, |q, (at, n), cache| {
             let start = cache.len();
             let row = row.narrow::<seq>(at, n)?.contiguous()?;
-            cache.write_keys(layer, &row.reshape::<axes![kv_head, seq, head_dim]>(&[1, n, c.kv_lora + c.qk_rope])?)?;
+            let row = row.rename::<lat_rot, head_dim>()?.broadcast_to::<axes![kv_head, seq, head_dim]>(&[
+                1,
+                n,
+                c.kv_lora + c.qk_rope,
+            ])?;
+            cache.write_keys(layer, &row)?;
             // The values are the latent part of each cached row.
             cache.attend::<lat_rot, latent>(layer, q, Values::KeyPrefix(c.kv_lora), c.softmax_scale(), n, start)
         })?;
-        let o: Tensor<axes![seq, head, latent]> = o.reshape(&[s, nh, c.kv_lora])?;
+        let o: Tensor<axes![seq, latent, head]> = o.merge_axes::<axes![kv_head, group], head>()?;
         let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
-        let o: Tensor<axes![seq, o_flat]> = o.contiguous()?.reshape(&[s, nh * c.v_head])?;
+        let o: Tensor<axes![seq, o_flat]> = o.merge_axes::<axes![head, vdim], o_flat>()?;
         a.o.forward(&o)
     }
 }

@@ -155,7 +155,7 @@ impl WaveNet {
     pub fn forward(&self, x: &Tensor<axes![batch, time]>) -> Result<Tensor<axes![batch, time]>> {
         let (b, t) = (x.size::<batch>(), x.size::<time>());
         let pad = self.receptive_field() - 1;
-        let x3: Tensor<axes![batch, cond, time]> = x.reshape(&[b, 1, t])?;
+        let x3: Tensor<axes![batch, cond, time]> = x.broadcast_to(&[b, 1, t])?;
         let cond: Tensor<axes![batch, cond, time]> = if pad > 0 {
             let zeros = Tensor::zeros(&[b, 1, pad])?;
             Tensor::concat::<time>(&[&zeros, &x3])?
@@ -204,7 +204,7 @@ impl WaveNet {
         }
         let y = head_in.ok_or_else(|| FucinaError::Format { format: "nam", msg: "no layer arrays".into() })?;
         let y = y.scale(self.head_scale)?;
-        y.reshape(&[b, t])
+        y.squeeze::<bneck>()
     }
 }
 

@@ -5,7 +5,7 @@ use super::grad::unbroadcast;
 use crate::error::{FucinaError, Result};
 use crate::exec::graph::record;
 use crate::exec::ExecContext;
-use crate::tensor::axes::{Axes, Axis, BroadcastFrom, CanJoin};
+use crate::tensor::axes::{Axes, Axis, BroadcastFrom, CanJoin, CanReduce};
 use crate::tensor::Layout;
 use crate::tensor::{RawTensor, Tensor};
 
@@ -54,5 +54,46 @@ impl<A: Axes> Tensor<A> {
         let mut shape = self.shape().to_vec();
         shape.push(1);
         Tensor::from_raw(broadcast_raw(self.raw(), A::names(), target, &shape)?)
+    }
+
+    /// This tensor without its axis `X`, which must have size 1 (an error naming the axis
+    /// otherwise); zero-copy. The inverse of [`Tensor::unsqueeze`].
+    ///
+    /// ```
+    /// use fucina::prelude::*;
+    /// let x = Tensor::<axes![batch, channel, time]>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 1, 2])?;
+    /// let y: Tensor<axes![batch, time]> = x.squeeze::<channel>()?;
+    /// assert_eq!((y.shape(), y.to_f32_vec()), (&[2usize, 2][..], vec![1.0, 2.0, 3.0, 4.0]));
+    /// assert!(y.unsqueeze::<channel>()?.permute::<axes![batch, time, channel]>()?.squeeze::<time>().is_err());
+    /// # Ok::<(), fucina::FucinaError>(())
+    /// ```
+    pub fn squeeze<X: Axis>(&self) -> Result<Tensor<<A as CanReduce<X>>::Out>>
+    where
+        A: CanReduce<X>,
+    {
+        let names = A::names();
+        let d = names
+            .iter()
+            .position(|n| *n == X::NAME)
+            .ok_or_else(|| FucinaError::InvalidArgument { op: "squeeze", msg: format!("no axis `{}`", X::NAME) })?;
+        if self.shape()[d] != 1 {
+            return Err(FucinaError::InvalidArgument {
+                op: "squeeze",
+                msg: format!("axis `{}` has size {}, not 1", X::NAME, self.shape()[d]),
+            });
+        }
+        let t = self.raw();
+        let (mut shape, mut strides) = (t.shape().to_vec(), t.layout().strides().to_vec());
+        shape.remove(d);
+        strides.remove(d);
+        let y = t.with_layout(Layout::from_parts(shape, strides, t.layout().offset()))?;
+        Tensor::from_raw(record(y, &[t], move || {
+            Box::new(move |g: &RawTensor| {
+                let (mut shape, mut strides) = (g.shape().to_vec(), g.layout().strides().to_vec());
+                shape.insert(d, 1);
+                strides.insert(d, 0);
+                Ok(vec![Some(g.with_layout(Layout::from_parts(shape, strides, g.layout().offset()))?)])
+            })
+        }))
     }
 }

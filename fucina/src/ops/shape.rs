@@ -91,6 +91,12 @@ impl<A: Axes> Tensor<A> {
     }
 
     /// The same elements under new axes `B` and sizes; zero-copy when contiguous, else copies.
+    ///
+    /// The escape hatch: the compiler checks nothing about how `B` relates to this tensor's
+    /// axes (only the element count is checked, at run time). Prefer the typed forms, which
+    /// the library's models use exclusively: [`Tensor::split_axis`] / [`Tensor::merge_axes`]
+    /// to split or merge named axes, [`Tensor::unsqueeze`] / [`Tensor::squeeze`] /
+    /// [`Tensor::broadcast_to`] to add or drop axes of size 1, [`Tensor::rename`] to rename.
     pub fn reshape<B: Axes>(&self, shape: &[usize]) -> Result<Tensor<B>> {
         let n: usize = shape.iter().product();
         if n != self.numel() {
