@@ -39,7 +39,8 @@ impl<V: Axis + Send + Sync, H: Axis + Send + Sync> Tensor<(V, H)> {
             Box::new(move |g: &RawTensor| {
                 let ctx = ExecContext::current();
                 let gc = contiguous_f32(&ctx, g, "embedding backward")?;
-                let mut dt = vec![0.0f32; rows * cols];
+                let mut dt = ctx.alloc(rows * cols);
+                dt.fill(0.0);
                 ctx.run(gc.len(), |k| k.scatter_add_rows(cols, &idx, &gc, &mut dt));
                 Ok(vec![Some(ctx.wrap_f32(dt, &[rows, cols])?)])
             })
@@ -96,7 +97,8 @@ impl<A: Axes> Tensor<A> {
                 let ctx = ExecContext::current();
                 let gv = g.with_layout(g.layout().permuted(&perm))?;
                 let gc = contiguous_f32(&ctx, &gv, "gather backward")?;
-                let mut ds = vec![0.0f32; n_src];
+                let mut ds = ctx.alloc(n_src);
+                ds.fill(0.0);
                 ctx.run(gc.len(), |k| k.scatter_add_rows(1, &flat, &gc, &mut ds));
                 Ok(vec![Some(unpermute(ctx.wrap_f32(ds, &src_shape)?, &perm)?)])
             })

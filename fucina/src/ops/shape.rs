@@ -41,18 +41,7 @@ impl<A: Axes> Tensor<A> {
         let y = self.raw().with_layout(l)?;
         let full = self.shape().to_vec();
         Tensor::from_raw(record(y, &[self.raw()], move || {
-            Box::new(move |g: &RawTensor| {
-                // Zeros around the slice: the gradient of the elements the view left out.
-                let ctx = ExecContext::current();
-                let mut before = full.clone();
-                before[d] = start;
-                let mut after = full.clone();
-                after[d] = full[d] - start - len;
-                let zb = ctx.wrap_f32(vec![0.0; before.iter().product()], &before)?;
-                let za = ctx.wrap_f32(vec![0.0; after.iter().product()], &after)?;
-                let parts: Vec<&RawTensor> = [&zb, g, &za].into_iter().filter(|t| t.shape()[d] > 0).collect();
-                Ok(vec![Some(concat_raw(&ctx, &parts, d)?)])
-            })
+            Box::new(move |g: &RawTensor| Ok(vec![Some(unnarrow(&ExecContext::current(), g, &full, d, start)?)]))
         }))
     }
 
@@ -171,6 +160,27 @@ impl<A: Axes> Tensor<A> {
 }
 
 /// Joins raw tensors along axis `d` (other sizes already checked equal).
+/// The gradient of a narrowed view: `g` placed at `start` along axis `d` of a tensor of
+/// shape `full`, zeros elsewhere. One pooled buffer laid out with `d` leading (as
+/// [`concat_raw`] lays out its result): only the elements outside the slice are zeroed.
+fn unnarrow(ctx: &ExecContext, g: &RawTensor, full: &[usize], d: usize, start: usize) -> Result<RawTensor> {
+    let rank = full.len();
+    let mut perm = vec![d];
+    perm.extend((0..rank).filter(|i| *i != d));
+    let total: usize = full.iter().product();
+    let inner = if full[d] == 0 { 0 } else { total / full[d] };
+    let (lo, hi) = (start * inner, start * inner + g.numel());
+    let mut out = ctx.alloc(total);
+    out[..lo].fill(0.0);
+    out[hi..].fill(0.0);
+    let l = g.layout().permuted(&perm);
+    let src = float_slice(g, "narrow backward")?;
+    ctx.run(g.numel(), |k| k.copy_strided(src, l.offset(), l.shape(), l.strides(), &mut out[lo..hi]));
+    let shape: Vec<usize> = perm.iter().map(|&i| full[i]).collect();
+    let res = finish(ctx, out, &shape, g.dtype())?;
+    unpermute(res, &perm)
+}
+
 pub(crate) fn concat_raw(ctx: &ExecContext, parts: &[&RawTensor], d: usize) -> Result<RawTensor> {
     let first = parts.first().ok_or(FucinaError::InvalidArgument { op: "concat", msg: "no tensors".into() })?;
     let rank = first.shape().len();
