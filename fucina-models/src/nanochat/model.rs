@@ -109,19 +109,12 @@ impl Gpt {
             let v = b.v.forward(&h)?.split_axis::<kv_flat, axes![kv_head, head_dim]>(&[nkv, hd])?;
             let q = q.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
             let k = k.rope(&cos, &sin, RopeStyle::Halves)?.rms_norm::<head_dim>(None, c.eps)?;
-            let heads = (0..sequences)
-                .map(|s| {
-                    let kv = |x: &Tensor<axes![seq, kv_head, head_dim]>| -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
-                        x.narrow::<seq>(s * t, t)?.rename::<seq, kv_seq>()?.permute()
-                    };
-                    attention(&q.narrow::<seq>(s * t, t)?, &kv(&k)?, &kv(&v)?, scale, Mask::Causal(0))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let a = if sequences == 1 {
-                heads.into_iter().next().ok_or_else(|| bad("no sequence".into()))?
-            } else {
-                Tensor::concat::<seq>(&heads.iter().collect::<Vec<_>>())?
+            // All sequences in one call: each attends causally to itself (a block-diagonal mask).
+            let kv = |x: &Tensor<axes![seq, kv_head, head_dim]>| -> Result<Tensor<axes![kv_head, kv_seq, head_dim]>> {
+                x.rename::<seq, kv_seq>()?.permute()
             };
+            let mask = if sequences == 1 { Mask::Causal(0) } else { Mask::Blocks { len: t } };
+            let a = attention(&q, &kv(&k)?, &kv(&v)?, scale, mask)?;
             let a = a.merge_axes::<axes![kv_head, group, head_dim], q_flat>()?;
             x = x.add(&b.o.forward(&a)?)?;
             let h = x.rms_norm::<hidden>(None, c.eps)?;

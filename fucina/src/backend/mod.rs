@@ -464,6 +464,8 @@ pub fn scatter_query_grads(p: &AttentionGrad<'_>, hh: usize, local: &[f32], dq: 
 /// assert_eq!(Mask::Causal(5).keys(2, 100), 0..8);
 /// assert_eq!(Mask::Sliding { start: 5, window: 3 }.keys(2, 100), 5..8);
 /// assert_eq!(Mask::Full.keys(2, 100), 0..100);
+/// // Sequences of 4 end to end: query 6 (the third of the second) sees keys 4..=6.
+/// assert_eq!(Mask::Blocks { len: 4 }.keys(6, 8), 4..7);
 /// assert_eq!(Mask::from(Some(5)), Mask::Causal(5));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -482,6 +484,13 @@ pub enum Mask {
         /// Keys each query sees at most, itself included.
         window: usize,
     },
+    /// Several sequences of `len` positions laid end to end, queries and keys alike, each
+    /// attending causally to itself only: query `i` sees keys `i - i % len ..= i` (a
+    /// block-diagonal causal mask: one call for a batch of equal-length sequences).
+    Blocks {
+        /// Positions per sequence.
+        len: usize,
+    },
 }
 
 impl From<Option<usize>> for Mask {
@@ -497,6 +506,7 @@ impl Mask {
         match self {
             Mask::Full => None,
             Mask::Causal(p0) | Mask::Sliding { start: p0, .. } => Some(p0),
+            Mask::Blocks { .. } => Some(0),
         }
     }
 
@@ -508,6 +518,10 @@ impl Mask {
             Mask::Sliding { start, window } => {
                 let end = start.saturating_add(i).saturating_add(1).min(t);
                 end.saturating_sub(window).min(end)..end
+            }
+            Mask::Blocks { len } => {
+                let end = i.saturating_add(1).min(t);
+                (i - i % len.max(1)).min(end)..end
             }
         }
     }

@@ -136,6 +136,16 @@ pub(super) fn check_sizes(
     if let Mask::Sliding { window: 0, .. } = mask {
         return Err(FucinaError::InvalidArgument { op, msg: "a sliding window of 0 keys".into() });
     }
+    if let Mask::Blocks { len } = mask {
+        if len == 0 || s != t || !s.is_multiple_of(len) {
+            return Err(FucinaError::InvalidArgument {
+                op,
+                msg: format!(
+                    "blocks of {len} over {s} queries and {t} keys (need equal counts, a multiple of the block)"
+                ),
+            });
+        }
+    }
     if let Some(p0) = mask.start() {
         if p0.checked_add(s).is_none_or(|end| end > t) {
             return Err(FucinaError::InvalidArgument {
