@@ -168,7 +168,7 @@ fn unnarrow(ctx: &ExecContext, g: &RawTensor, full: &[usize], d: usize, start: u
     let mut perm = vec![d];
     perm.extend((0..rank).filter(|i| *i != d));
     let total: usize = full.iter().product();
-    let inner = if full[d] == 0 { 0 } else { total / full[d] };
+    let inner = total.checked_div(full[d]).unwrap_or(0);
     let (lo, hi) = (start * inner, start * inner + g.numel());
     let mut out = ctx.alloc(total);
     out[..lo].fill(0.0);
