@@ -312,6 +312,25 @@ fn attention_matches_scalar_and_the_composed_ops() {
     }
 }
 
+/// Seeded attention operands for case `case`, sizes `[s, h, g, t, dk, dv]`: q, k and v
+/// tracked for gradients, and the weights `w` of the loss `sum(attention(..) * w)`.
+#[allow(clippy::type_complexity)]
+fn attention_inputs(
+    case: u64,
+    [s, h, g, t, dk, dv]: [usize; 6],
+) -> (
+    Tensor<axes![seq, kv_head, group, head_dim]>,
+    Tensor<axes![kv_head, kv_seq, head_dim]>,
+    Tensor<axes![kv_head, kv_seq, d]>,
+    Tensor<axes![seq, kv_head, group, d]>,
+) {
+    let q = Tensor::from_vec(values(case, s * h * g * dk), &[s, h, g, dk]).unwrap().requires_grad();
+    let k = Tensor::from_vec(values(case + 30, h * t * dk), &[h, t, dk]).unwrap().requires_grad();
+    let v = Tensor::from_vec(values(case + 60, h * t * dv), &[h, t, dv]).unwrap().requires_grad();
+    let w = Tensor::from_vec(values(case + 90, s * h * g * dv), &[s, h, g, dv]).unwrap();
+    (q, k, v, w)
+}
+
 /// The attention backward: native runs the scalar specification per head, compiled for the
 /// CPU's vectors, so the gradients of q, k and v are the scalar backend's bit for bit
 /// (including heads wide enough for the vector loops and odd widths for their tails).
@@ -330,19 +349,7 @@ fn attention_backward_equals_the_scalar_spec_bit_for_bit() {
         };
         let grads = || {
             let ctx = fucina::ExecContext::current();
-            let q =
-                Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
-                    .unwrap()
-                    .requires_grad();
-            let k = Tensor::<axes![kv_head, kv_seq, head_dim]>::from_vec(values(case + 30, h * t * dk), &[h, t, dk])
-                .unwrap()
-                .requires_grad();
-            let v = Tensor::<axes![kv_head, kv_seq, d]>::from_vec(values(case + 60, h * t * dv), &[h, t, dv])
-                .unwrap()
-                .requires_grad();
-            let w =
-                Tensor::<axes![seq, kv_head, group, d]>::from_vec(values(case + 90, s * h * g * dv), &[s, h, g, dv])
-                    .unwrap();
+            let (q, k, v, w) = attention_inputs(case, [s, h, g, t, dk, dv]);
             let scope = ctx.open_exec_scope();
             let y = attention(&q, &k, &v, 0.3, mask).unwrap();
             let loss = y.mul(&w).unwrap().sum::<(seq, kv_head, group, d)>().unwrap();
@@ -689,7 +696,6 @@ fn power_spectrogram_matches_the_dft_spec() {
 #[test]
 fn block_mask_equals_one_call_per_sequence() {
     use fucina::ops::{attention, Mask};
-    axis!(d);
     let mut sz = Sizes::new(117);
     for case in 0..8 {
         let (len, n, h, g) = (sz.pick(1, 7), sz.pick(1, 4), sz.pick(1, 3), sz.pick(1, 3));
@@ -697,19 +703,7 @@ fn block_mask_equals_one_call_per_sequence() {
         let s = len * n;
         let run = |blocks: bool| {
             let ctx = fucina::ExecContext::current();
-            let q =
-                Tensor::<axes![seq, kv_head, group, head_dim]>::from_vec(values(case, s * h * g * dk), &[s, h, g, dk])
-                    .unwrap()
-                    .requires_grad();
-            let k = Tensor::<axes![kv_head, kv_seq, head_dim]>::from_vec(values(case + 30, h * s * dk), &[h, s, dk])
-                .unwrap()
-                .requires_grad();
-            let v = Tensor::<axes![kv_head, kv_seq, d]>::from_vec(values(case + 60, h * s * dv), &[h, s, dv])
-                .unwrap()
-                .requires_grad();
-            let w =
-                Tensor::<axes![seq, kv_head, group, d]>::from_vec(values(case + 90, s * h * g * dv), &[s, h, g, dv])
-                    .unwrap();
+            let (q, k, v, w) = attention_inputs(case, [s, h, g, s, dk, dv]);
             let scope = ctx.open_exec_scope();
             let y = if blocks {
                 attention(&q, &k, &v, 0.3, Mask::Blocks { len }).unwrap()
