@@ -85,70 +85,46 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         .filter_map(|p| if let GenericParam::Type(t) = p { Some(t.ident.clone()) } else { None })
         .collect();
     let prefix = format_ident!("__prefix");
-    let visit_one = |f: &FieldInfo, target: TokenStream2| {
-        let name = &f.name;
+    // One call per field and visitor: `Module::<method>(target, "prefix.name", __f);`.
+    let call = |method: &str, f: &FieldInfo, target: TokenStream2| {
+        let (name, m) = (&f.name, syn::Ident::new(method, f.span));
         quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_params(#target, &::fucina::nn::join_name(#prefix, #name), __f);
+            ::fucina::nn::Module::#m(#target, &::fucina::nn::join_name(#prefix, #name), __f);
         }
     };
-    let frozen_one = |f: &FieldInfo, target: TokenStream2| {
-        let name = &f.name;
-        quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_frozen(#target, &::fucina::nn::join_name(#prefix, #name), __f);
-        }
-    };
-    let frozen_mut_one = |f: &FieldInfo, target: TokenStream2| {
-        let name = &f.name;
-        quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_frozen_mut(#target, &::fucina::nn::join_name(#prefix, #name), __f);
-        }
-    };
-    let visit_mut_one = |f: &FieldInfo, target: TokenStream2| {
-        let name = &f.name;
-        quote_spanned! {f.span=>
-            ::fucina::nn::Module::visit_params_mut(#target, &::fucina::nn::join_name(#prefix, #name), __f);
-        }
+    // The four visitor bodies over `fields` (params, params_mut, frozen, frozen_mut), each
+    // field reached by `shared` (for `&self`) or `exclusive` (for `&mut self`).
+    type Target<'a> = &'a dyn Fn(&FieldInfo) -> TokenStream2;
+    let bodies = |fields: &[(FieldInfo, syn::Type)], shared: Target<'_>, exclusive: Target<'_>| {
+        let each = |method: &str, target: Target<'_>| {
+            let calls = fields.iter().map(|(f, _)| call(method, f, target(f)));
+            quote!(#(#calls)*)
+        };
+        [
+            each("visit_params", shared),
+            each("visit_params_mut", exclusive),
+            each("visit_frozen", shared),
+            each("visit_frozen_mut", exclusive),
+        ]
     };
     let mut bounded: Vec<syn::Type> = Vec::new();
-    let (visit, visit_mut, frozen, frozen_mut) = match &input.data {
+    let [visit, visit_mut, frozen, frozen_mut] = match &input.data {
         Data::Struct(s) => {
             let fields = collect_fields(&s.fields, false)?;
-            let v: Vec<_> = fields
-                .iter()
-                .map(|(f, _)| {
-                    let acc = &f.access;
-                    visit_one(f, quote_spanned!(f.span=> &self.#acc))
-                })
-                .collect();
-            let m: Vec<_> = fields
-                .iter()
-                .map(|(f, _)| {
-                    let acc = &f.access;
-                    visit_mut_one(f, quote_spanned!(f.span=> &mut self.#acc))
-                })
-                .collect();
-            let z: Vec<_> = fields
-                .iter()
-                .map(|(f, _)| {
-                    let acc = &f.access;
-                    frozen_one(f, quote_spanned!(f.span=> &self.#acc))
-                })
-                .collect();
-            let zm: Vec<_> = fields
-                .iter()
-                .map(|(f, _)| {
-                    let acc = &f.access;
-                    frozen_mut_one(f, quote_spanned!(f.span=> &mut self.#acc))
-                })
-                .collect();
+            let shared = |f: &FieldInfo| {
+                let acc = &f.access;
+                quote_spanned!(f.span=> &self.#acc)
+            };
+            let exclusive = |f: &FieldInfo| {
+                let acc = &f.access;
+                quote_spanned!(f.span=> &mut self.#acc)
+            };
+            let out = bodies(&fields, &shared, &exclusive);
             bounded.extend(fields.into_iter().map(|(_, t)| t));
-            (quote!(#(#v)*), quote!(#(#m)*), quote!(#(#z)*), quote!(#(#zm)*))
+            out
         }
         Data::Enum(e) => {
-            let mut arms = Vec::new();
-            let mut arms_mut = Vec::new();
-            let mut arms_frozen = Vec::new();
-            let mut arms_frozen_mut = Vec::new();
+            let mut arms: [Vec<TokenStream2>; 4] = Default::default();
             for var in &e.variants {
                 let vid = &var.ident;
                 let fields = collect_fields(&var.fields, true)?;
@@ -175,49 +151,20 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                     }
                     Fields::Unit => quote!(#ident::#vid),
                 };
-                let v: Vec<_> = fields
-                    .iter()
-                    .map(|(f, _)| {
-                        let a = &f.access;
-                        visit_one(f, quote_spanned!(f.span=> #a))
-                    })
-                    .collect();
-                let m: Vec<_> = fields
-                    .iter()
-                    .map(|(f, _)| {
-                        let a = &f.access;
-                        visit_mut_one(f, quote_spanned!(f.span=> #a))
-                    })
-                    .collect();
-                let z: Vec<_> = fields
-                    .iter()
-                    .map(|(f, _)| {
-                        let a = &f.access;
-                        frozen_one(f, quote_spanned!(f.span=> #a))
-                    })
-                    .collect();
-                let zm: Vec<_> = fields
-                    .iter()
-                    .map(|(f, _)| {
-                        let a = &f.access;
-                        frozen_mut_one(f, quote_spanned!(f.span=> #a))
-                    })
-                    .collect();
-                arms.push(quote!(#pattern => { #(#v)* }));
-                arms_mut.push(quote!(#pattern => { #(#m)* }));
-                arms_frozen.push(quote!(#pattern => { #(#z)* }));
-                arms_frozen_mut.push(quote!(#pattern => { #(#zm)* }));
+                // The pattern binds each field by reference (shared or exclusive as `self` is).
+                let bound = |f: &FieldInfo| {
+                    let a = &f.access;
+                    quote_spanned!(f.span=> #a)
+                };
+                for (arm, body) in arms.iter_mut().zip(bodies(&fields, &bound, &bound)) {
+                    arm.push(quote!(#pattern => { #body }));
+                }
                 bounded.extend(fields.into_iter().map(|(_, t)| t));
             }
             if e.variants.is_empty() {
-                (quote!(match *self {}), quote!(match *self {}), quote!(match *self {}), quote!(match *self {}))
+                std::array::from_fn(|_| quote!(match *self {}))
             } else {
-                (
-                    quote!(match self { #(#arms)* }),
-                    quote!(match self { #(#arms_mut)* }),
-                    quote!(match self { #(#arms_frozen)* }),
-                    quote!(match self { #(#arms_frozen_mut)* }),
-                )
+                arms.map(|a| quote!(match self { #(#a)* }))
             }
         }
         Data::Union(u) => {
