@@ -79,6 +79,9 @@ pub trait FrozenWeight {
     /// are held in a layout of this machine's instead (repacked at load for its kernels), in
     /// which case the weight cannot be written back as it is.
     fn stored_bytes(&self) -> Option<&[u8]>;
+    /// Whether [`FrozenWeight::replace`] would take `len` bytes of `format`, `rows` x `cols`
+    /// (the same checks, nothing changed), so a loader can check a whole file first.
+    fn check_replacement(&self, format: &str, rows: usize, cols: usize, len: usize) -> Result<()>;
     /// Replaces the weight with `bytes` of the storage format `format` (a name as
     /// [`FrozenWeight::format_name`] gives it), `rows` x `cols`: an error, leaving the
     /// weight as it was, when the format is unknown or has no kernel, the shape differs

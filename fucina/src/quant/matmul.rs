@@ -44,19 +44,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
 
     /// Wraps encoded rows held elsewhere (e.g. a memory-mapped model file) without copying.
     pub fn from_shared(ty: GgmlType, rows: usize, cols: usize, data: SharedBytes) -> Result<QWeight<O, I>> {
-        let Some(layout) = weight_format(ty) else {
-            return Err(FucinaError::InvalidArgument {
-                op: "QWeight",
-                msg: format!("{ty:?} has no matmul kernel (F32, F16, BF16, Q8_0, Q4_0 and Q2_K..Q6_K do)"),
-            });
-        };
-        let need = ty.bytes_for(cols)? * rows;
-        if data.len() != need {
-            return Err(FucinaError::InvalidArgument {
-                op: "QWeight",
-                msg: format!("{rows}x{cols} {ty:?} takes {need} bytes, got {}", data.len()),
-            });
-        }
+        let layout = validate(ty, rows, cols, data.len())?;
         Ok(QWeight { ty, layout, rows, cols, data, _axes: PhantomData })
     }
 
@@ -194,6 +182,21 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
     }
 }
 
+/// The product layout of `rows` x `cols` weights of type `ty` held in `len` bytes, or an
+/// error naming what does not fit: a type with no kernel, a size that overflows, a byte
+/// count that is not the shape's.
+fn validate(ty: GgmlType, rows: usize, cols: usize, len: usize) -> Result<WeightFormat> {
+    let bad = |msg: String| FucinaError::InvalidArgument { op: "QWeight", msg };
+    let Some(layout) = weight_format(ty) else {
+        return Err(bad(format!("{ty:?} has no matmul kernel (F32, F16, BF16, Q8_0, Q4_0 and Q2_K..Q6_K do)")));
+    };
+    let need = ty.bytes_for(cols)?.checked_mul(rows).ok_or_else(|| bad(format!("{rows}x{cols} {ty:?} overflows")))?;
+    if len != need {
+        return Err(bad(format!("{rows}x{cols} {ty:?} takes {need} bytes, got {len}")));
+    }
+    Ok(layout)
+}
+
 /// The product format of a ggml type, if it has one.
 pub(crate) fn weight_format(ty: GgmlType) -> Option<WeightFormat> {
     Some(match ty {
@@ -241,15 +244,18 @@ impl<O: Axis, I: Axis> crate::nn::FrozenWeight for QWeight<O, I> {
     fn stored_bytes(&self) -> Option<&[u8]> {
         (!self.is_repacked()).then_some(&self.data[..])
     }
-    fn replace(&mut self, format: &str, rows: usize, cols: usize, bytes: SharedBytes) -> Result<()> {
+    fn check_replacement(&self, format: &str, rows: usize, cols: usize, len: usize) -> Result<()> {
         if (rows, cols) != (self.rows, self.cols) {
             return Err(FucinaError::InvalidArgument {
                 op: "QWeight::replace",
                 msg: format!("a {rows}x{cols} weight for a {}x{} one", self.rows, self.cols),
             });
         }
-        let ty = GgmlType::from_name(format)?;
-        *self = QWeight::from_shared(ty, rows, cols, bytes)?;
+        validate(GgmlType::from_name(format)?, rows, cols, len).map(|_| ())
+    }
+    fn replace(&mut self, format: &str, rows: usize, cols: usize, bytes: SharedBytes) -> Result<()> {
+        self.check_replacement(format, rows, cols, bytes.len())?;
+        *self = QWeight::from_shared(GgmlType::from_name(format)?, rows, cols, bytes)?;
         Ok(())
     }
 }
