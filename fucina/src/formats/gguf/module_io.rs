@@ -61,7 +61,7 @@ pub trait ModuleGguf: Module {
         let mut infos: Vec<TensorInfo> = Vec::new();
         let mut blobs: Vec<Vec<u8>> = Vec::new();
         let mut first_err: Option<FucinaError> = None;
-        let mut add = |name: &str, ty: GgmlType, shape: &[usize], bytes: Result<Vec<u8>>| -> Result<()> {
+        let mut add = |name: &str, ty: GgmlType, shape: &[usize], bytes: Vec<u8>| -> Result<()> {
             if !names.insert(name.to_string()) {
                 return Err(bad(op, format!("two tensors are named `{name}`")));
             }
@@ -71,12 +71,12 @@ pub trait ModuleGguf: Module {
                 ty,
                 offset: 0,
             });
-            blobs.push(bytes?);
+            blobs.push(bytes);
             Ok(())
         };
         self.visit_params("", &mut |name, t| {
             if first_err.is_none() {
-                if let Err(e) = param_bytes(t).and_then(|(ty, bytes)| add(name, ty, t.shape(), Ok(bytes))) {
+                if let Err(e) = param_bytes(t).and_then(|(ty, bytes)| add(name, ty, t.shape(), bytes)) {
                     first_err = Some(e);
                 }
             }
@@ -97,7 +97,7 @@ pub trait ModuleGguf: Module {
                         ),
                     )
                 })?;
-                add(name, ty, &[w.rows(), w.cols()], Ok(bytes.to_vec()))
+                add(name, ty, &[w.rows(), w.cols()], bytes.to_vec())
             })();
             if let Err(e) = r {
                 first_err = Some(e);
