@@ -415,3 +415,32 @@ fn float_weight_products_handle_ragged_lengths() {
         }
     }
 }
+
+/// `QLinear` over an input whose contracted axis is not last: with f32 rows it equals
+/// `nn::Linear` within 1e-5, with Q4_K weights within the format's error, on both backends;
+/// its weight is a frozen weight and its bias a parameter; a wrong width is an error.
+#[test]
+fn qlinear_matches_nn_linear_in_any_layout() {
+    use fucina::nn::{Bias, Linear, Module};
+    use fucina::prelude::*;
+    use fucina::quant::QLinear;
+    for backend in [BackendKind::Scalar, BackendKind::Native] {
+        let ctx = ExecContext::new(ExecConfig { backend, seed: 5, ..ExecConfig::default() }).unwrap();
+        let _g = ctx.enter();
+        let fc = Linear::<hidden, r#in>::init(&ctx, 256, 24, Bias::With).unwrap();
+        let x = ctx.randn::<axes![seq, r#in, batch]>(&[3, 256, 2], 0.0, 1.0).unwrap();
+        let want = fc.forward(&x).unwrap();
+        assert_eq!(want.shape(), &[3, 2, 24]);
+        for (ty, tol) in [(GgmlType::F32, 1e-5), (GgmlType::Q8_0, 0.05), (GgmlType::Q4_K, 0.25)] {
+            let q = QLinear::quantize(&fc, ty).unwrap();
+            let got: Tensor<axes![seq, batch, hidden]> = q.forward(&x).unwrap();
+            let err = want.to_f32_vec().iter().zip(got.to_f32_vec()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(err < tol, "{backend:?} {ty:?}: off by {err}");
+            assert_eq!(q.param_names(), ["bias"]);
+            assert_eq!(q.frozen_weights(), [("weight".to_string(), format!("{ty:?}"), 24, 256)]);
+        }
+        let q = QLinear::quantize(&fc, GgmlType::Q8_0).unwrap();
+        let narrow = Tensor::<axes![batch, r#in]>::zeros(&[2, 255]).unwrap();
+        assert!(q.forward(&narrow).is_err(), "255 inputs for a 256-wide weight");
+    }
+}

@@ -21,7 +21,8 @@ pub type Projected<A, O, I> = <A as CanContract<(O, I), I>>::Out;
 
 /// A linear map from axis `I` to axis `O`: weight `[O, I]` (PyTorch's layout), optional bias
 /// `[O]`. The weight may be f32, f16 or bf16 (products accumulate in f32); block-quantized
-/// weights multiply through `fucina::quant::QWeight::forward` (a layer above this one).
+/// weights are `fucina::quant::QLinear`'s (the quant layer sits above this one), with the
+/// same axes and forward.
 ///
 /// ```
 /// use fucina::prelude::*;

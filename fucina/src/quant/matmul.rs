@@ -10,8 +10,9 @@ use crate::backend::qdot_k::KFormat;
 use crate::backend::{WeightFormat, WeightMat};
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
+use crate::nn::Projected;
 use crate::storage::SharedBytes;
-use crate::tensor::axes::Axis;
+use crate::tensor::axes::{Axis, BroadcastFrom, CanContract};
 use crate::tensor::Tensor;
 use std::marker::PhantomData;
 
@@ -173,12 +174,102 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         if k != self.cols {
             return Err(FucinaError::ShapeMismatch { axis: I::NAME.to_string(), left: k, right: self.cols });
         }
-        let ctx = ExecContext::current();
         let xv = x.to_f32_vec();
         let mut y = vec![0.0f32; m * self.rows];
-        let w = self.mat();
-        ctx.run(m * self.rows * k, |kern| kern.weight_matmul(&w, &xv, m, &mut y));
+        ctx_run(&self.mat(), &xv, m, k, &mut y);
         Tensor::from_vec(y, &[m, self.rows])
+    }
+
+    /// `x W^T` for `x` with any axes, `I` among them, in any layout: the result has `x`'s
+    /// other axes in order, then `O` (what [`crate::nn::Linear::forward`] gives for a float
+    /// weight). Not recorded for autograd: the weight is frozen and no gradient flows back.
+    pub fn apply<A>(&self, x: &Tensor<A>) -> Result<Tensor<Projected<A, O, I>>>
+    where
+        A: CanContract<(O, I), I>,
+    {
+        let names = A::names();
+        let d = names.iter().position(|n| *n == I::NAME).ok_or_else(|| FucinaError::InvalidArgument {
+            op: "QWeight::apply",
+            msg: format!("no axis `{}`", I::NAME),
+        })?;
+        let k = x.shape()[d];
+        if k != self.cols {
+            return Err(FucinaError::ShapeMismatch { axis: I::NAME.to_string(), left: k, right: self.cols });
+        }
+        // The rows of `x` with `I` last (a copy only when `I` is not last already).
+        let mut perm: Vec<usize> = (0..names.len()).filter(|&i| i != d).collect();
+        perm.push(d);
+        let xv = x.raw().with_layout(x.raw().layout().permuted(&perm))?.to_f32_vec();
+        let m = xv.len().checked_div(k).unwrap_or(0);
+        let len = m.checked_mul(self.rows).ok_or_else(|| FucinaError::InvalidArgument {
+            op: "QWeight::apply",
+            msg: format!("{m} rows x {} outputs overflow", self.rows),
+        })?;
+        let mut y = crate::storage::alloc::try_vec("a projection", len, 0.0f32)?;
+        let w = self.mat();
+        ctx_run(&w, &xv, m, k, &mut y);
+        let mut shape: Vec<usize> = perm[..perm.len() - 1].iter().map(|&i| x.shape()[i]).collect();
+        shape.push(self.rows);
+        Tensor::from_vec(y, &shape)
+    }
+}
+
+/// Runs the backend's weight product on the current context.
+fn ctx_run(w: &WeightMat<'_>, x: &[f32], m: usize, k: usize, y: &mut [f32]) {
+    let ctx = ExecContext::current();
+    ctx.run(m * w.rows * k, |kern| kern.weight_matmul(w, x, m, y));
+}
+
+/// A linear layer whose weight is a [`QWeight`] (any ggml block format, or f32/f16/bf16
+/// rows) and whose optional bias is a tensor: the inference-time counterpart of
+/// [`crate::nn::Linear`], over any input layout. A `#[derive(Module)]` struct lists the
+/// weight as a frozen weight (`weight`) and the bias as a parameter (`bias`), and saves and
+/// loads both (`formats::gguf::ModuleGguf`).
+///
+/// ```
+/// use fucina::prelude::*;
+/// use fucina::nn::{Bias, Linear};
+/// use fucina::quant::{GgmlType, QLinear};
+/// let ctx = ExecContext::new(ExecConfig { seed: 3, ..ExecConfig::default() })?;
+/// let fc = Linear::<hidden, r#in>::init(&ctx, 64, 8, Bias::With)?;
+/// let q = QLinear::quantize(&fc, GgmlType::Q8_0)?;
+/// let x = Tensor::<axes![in, batch, seq]>::ones(&[64, 2, 3])?; // `in` first: any layout
+/// let (a, b) = (fc.forward(&x)?, q.forward(&x)?);
+/// assert_eq!(b.shape(), &[2, 3, 8]); // [batch, seq, hidden]
+/// let err = a.to_f32_vec().iter().zip(b.to_f32_vec()).map(|(u, v)| (u - v).abs()).fold(0.0, f32::max);
+/// assert!(err < 2e-2, "Q8_0 weights and activations: {err}");
+/// # Ok::<(), fucina::FucinaError>(())
+/// ```
+#[derive(crate::Module, Debug, Clone)]
+pub struct QLinear<O: Axis + Send + Sync, I: Axis + Send + Sync> {
+    /// `[O, I]`.
+    pub weight: QWeight<O, I>,
+    /// `[O]`, if any.
+    pub bias: Option<Tensor<(O,)>>,
+}
+
+impl<O: Axis + Send + Sync, I: Axis + Send + Sync> QLinear<O, I> {
+    /// A layer from its weight and bias.
+    pub fn new(weight: QWeight<O, I>, bias: Option<Tensor<(O,)>>) -> QLinear<O, I> {
+        QLinear { weight, bias }
+    }
+
+    /// `layer`'s weight encoded in `ty`, its bias kept as it is.
+    pub fn quantize(layer: &crate::nn::Linear<O, I>, ty: GgmlType) -> Result<QLinear<O, I>> {
+        Ok(QLinear { weight: QWeight::quantize(&layer.weight, ty)?, bias: layer.bias.clone() })
+    }
+
+    /// `x W^T + b` over the `I` axis of `x`: `x`'s other axes, then `O`.
+    pub fn forward<A>(&self, x: &Tensor<A>) -> Result<Tensor<Projected<A, O, I>>>
+    where
+        A: CanContract<(O, I), I>,
+        Projected<A, O, I>: BroadcastFrom<(O,)>,
+    {
+        let y = self.weight.apply(x)?;
+        match &self.bias {
+            Some(b) => y.add(b),
+            None => Ok(y),
+        }
     }
 }
 
