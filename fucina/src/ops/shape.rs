@@ -159,7 +159,6 @@ impl<A: Axes> Tensor<A> {
     }
 }
 
-/// Joins raw tensors along axis `d` (other sizes already checked equal).
 /// The gradient of a narrowed view: `g` placed at `start` along axis `d` of a tensor of
 /// shape `full`, zeros elsewhere. One pooled buffer laid out with `d` leading (as
 /// [`concat_raw`] lays out its result): only the elements outside the slice are zeroed.
@@ -181,6 +180,7 @@ fn unnarrow(ctx: &ExecContext, g: &RawTensor, full: &[usize], d: usize, start: u
     unpermute(res, &perm)
 }
 
+/// Joins raw tensors along axis `d` (other sizes already checked equal).
 pub(crate) fn concat_raw(ctx: &ExecContext, parts: &[&RawTensor], d: usize) -> Result<RawTensor> {
     let first = parts.first().ok_or(FucinaError::InvalidArgument { op: "concat", msg: "no tensors".into() })?;
     let rank = first.shape().len();
