@@ -37,6 +37,8 @@ from transformers import (
     ParakeetTDTConfig,
 )
 
+from parakeet_common import ctc_outputs
+
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..", "fucina-models")
 gold = os.path.join(root, "tests", "goldens")
@@ -79,13 +81,8 @@ def load(path, cls, cfg_cls):
 
 
 _, ctc = load(os.path.join(root, "assets", "parakeet-ctc-tiny.safetensors"), ParakeetForCTC, ParakeetCTCConfig)
-with torch.no_grad():
-    r = ctc(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
-    seq = ctc.generate(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
-n = int(ctc.encoder._get_subsampling_output_length(inp["attention_mask"].sum(-1))[0])
-out["ctc_logits"] = r.logits[0, :n].contiguous()
-out["ctc_greedy"] = seq[0, :n].to(torch.int32).contiguous()
-print(f"CTC: {n} frames, greedy {seq[0, :n].tolist()}")
+out["ctc_logits"], out["ctc_greedy"], n = ctc_outputs(ctc, inp)
+print(f"CTC: {n} frames, greedy {out['ctc_greedy'].tolist()}")
 
 cfg, tdt = load(os.path.join(gold, "parakeet-tdt-tiny.safetensors"), ParakeetForTDT, ParakeetTDTConfig)
 tdt.generation_config.decoder_start_token_id = cfg.blank_token_id

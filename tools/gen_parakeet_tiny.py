@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import ParakeetCTCConfig, ParakeetFeatureExtractor, ParakeetForCTC
 
-from parakeet_common import randomize, tiny_encoder
+from parakeet_common import ctc_outputs, randomize, tiny_encoder
 
 here = os.path.dirname(os.path.abspath(__file__))
 gold = os.path.join(here, "..", "fucina-models", "tests", "goldens")
@@ -66,13 +66,8 @@ with wave.open(wav_path, "wb") as w:
 with wave.open(wav_path, "rb") as w:
     back = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
 inp = fe(back, sampling_rate=16000, return_tensors="pt", return_attention_mask=True)
-with torch.no_grad():
-    out = model(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
-    seq = model.generate(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
-n = int(model.encoder._get_subsampling_output_length(inp["attention_mask"].sum(-1))[0])
-tensors["wav_logits"] = out.logits[0, :n].contiguous()
-tensors["wav_greedy"] = seq[0, :n].to(torch.int32).contiguous()
-print(f"wrote {wav_path}: greedy {seq[0, :n].tolist()}")
+tensors["wav_logits"], tensors["wav_greedy"], _ = ctc_outputs(model, inp)
+print(f"wrote {wav_path}: greedy {tensors['wav_greedy'].tolist()}")
 
 vocab = ["\u2581the", "\u2581a", "s", "\u2581cat", "\u2581dog", "e", "t", "\u2581sat", "\u2581on", "\u2581mat", "r", "n", "\u2581is", "\u2581here", "d", "'", "<blank>"]
 assert len(vocab) == cfg.vocab_size

@@ -30,3 +30,13 @@ def randomize(model):
             if isinstance(m, torch.nn.BatchNorm1d):
                 m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.2)
                 m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
+
+
+def ctc_outputs(model, inp):
+    """A CTC model's logits and greedy `generate` ids over the valid frames of the features
+    `inp` (one utterance), and that frame count."""
+    with torch.no_grad():
+        out = model(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
+        seq = model.generate(input_features=inp["input_features"], attention_mask=inp["attention_mask"])
+    n = int(model.encoder._get_subsampling_output_length(inp["attention_mask"].sum(-1))[0])
+    return out.logits[0, :n].contiguous(), seq[0, :n].to(torch.int32).contiguous(), n
