@@ -23,8 +23,11 @@ pub fn bytes_for(what: &str, n: usize, size: usize) -> Result<usize> {
     })
 }
 
+/// Sizes up to this are not checked against the available memory (see [`check_available`]).
+pub const SMALL_BYTES: usize = 16 << 20;
+
 /// Checks that `bytes` more bytes fit in the memory available now; `what` names the use in
-/// the error.
+/// the error. Sizes up to [`SMALL_BYTES`] pass without reading the machine's memory state.
 ///
 /// ```
 /// use fucina::storage::alloc::check_available;
@@ -32,6 +35,12 @@ pub fn bytes_for(what: &str, n: usize, size: usize) -> Result<usize> {
 /// assert!(check_available("an absurd buffer", usize::MAX / 2).is_err());
 /// ```
 pub fn check_available(what: &str, bytes: usize) -> Result<()> {
+    if bytes <= SMALL_BYTES {
+        // Below this, reading the machine's memory state would cost more than the
+        // allocation (a `/proc` read per buffer in a decode loop); `try_reserve` still fails
+        // cleanly.
+        return Ok(());
+    }
     match available_memory() {
         Some(avail) if bytes > avail => {
             Err(FucinaError::OutOfMemory { what: what.to_string(), bytes, available: avail })
