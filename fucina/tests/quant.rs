@@ -444,3 +444,120 @@ fn qlinear_matches_nn_linear_in_any_layout() {
         assert!(q.forward(&narrow).is_err(), "255 inputs for a 256-wide weight");
     }
 }
+
+/// A group of weight products (`Kernels::weight_matmul_group`) gives each product the same
+/// bits as its own `weight_matmul` on the same backend, whichever way the native backend runs
+/// the group: interleaved weights as one region (two products reading the same activations
+/// share one quantization), small products of other formats side by side, larger ones one
+/// after another; on one thread and two. `ProductGroup` hands each result back once, typed.
+#[test]
+fn weight_groups_equal_one_product_each() {
+    use fucina::backend::interleave::{interleave, Interleaved};
+    use fucina::backend::qdot_k::KFormat;
+    use fucina::backend::{BackendKind, Kernels, WeightFormat, WeightJob, WeightMat};
+    let (scalar, native) = (BackendKind::Scalar.kernels(), BackendKind::Native.kernels());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    let quantized = |ty: GgmlType, n: usize, k: usize, seed: usize| {
+        quantize(ty, &(0..n * k).map(|i| val(seed, i)).collect::<Vec<_>>()).unwrap()
+    };
+    let packed = |f: Interleaved, n: usize, k: usize, data: &[u8]| {
+        let mut out = vec![0u8; data.len()];
+        interleave(f, n, k, data, &mut out);
+        out
+    };
+    // (format, rows, cols, bytes): interleaved layouts of three formats and plain rows of others.
+    let q4 = quantized(GgmlType::Q4_K, 48, 768, 1);
+    let q6 = quantized(GgmlType::Q6_K, 32, 256, 2);
+    let q8 = quantized(GgmlType::Q8_0, 160, 512, 3);
+    let q4b = quantized(GgmlType::Q4_K, 64, 768, 4);
+    let weights: Vec<(WeightFormat, usize, usize, Vec<u8>)> = vec![
+        (WeightFormat::Q4KX16, 48, 768, packed(Interleaved::Q4K, 48, 768, &q4)),
+        (WeightFormat::Q6KX16, 32, 256, packed(Interleaved::Q6K, 32, 256, &q6)),
+        (WeightFormat::Q8_0X16, 160, 512, packed(Interleaved::Q8_0, 160, 512, &q8)),
+        (WeightFormat::Q4KX16, 64, 768, packed(Interleaved::Q4K, 64, 768, &q4b)),
+        (WeightFormat::K(KFormat::Q5K), 24, 256, quantized(GgmlType::Q5_K, 24, 256, 5)),
+        (WeightFormat::Q8_0, 40, 96, quantized(GgmlType::Q8_0, 40, 96, 6)),
+        (WeightFormat::Q4KX16, 16, 256, packed(Interleaved::Q4K, 16, 256, &quantized(GgmlType::Q4_K, 16, 256, 7))),
+    ];
+    // Groups as indices into `weights`, each product's activation rows, and which products
+    // read the first product's activations (same slice) instead of their own.
+    let groups: [(&[usize], &[usize], &[bool]); 5] = [
+        (&[0, 3], &[1, 1], &[false, true]),
+        (&[0, 1, 2, 3, 6], &[1, 3, 9, 2, 5], &[false, false, false, false, false]),
+        (&[0, 3, 0], &[4, 4, 4], &[false, true, true]),
+        (&[4, 5, 0, 1], &[1, 2, 8, 3], &[false, false, false, false]),
+        (&[4, 5, 2], &[17, 9, 33], &[false, false, false]),
+    ];
+    for (ids, ms, shared) in groups {
+        let mats: Vec<WeightMat<'_>> = ids
+            .iter()
+            .map(|&i| WeightMat { format: weights[i].0, rows: weights[i].1, cols: weights[i].2, data: &weights[i].3 })
+            .collect();
+        let xs: Vec<Vec<f32>> = mats
+            .iter()
+            .zip(ms)
+            .enumerate()
+            .map(|(j, (w, &m))| (0..m * w.cols).map(|i| val(10 + j, i)).collect())
+            .collect();
+        let input = |j: usize| if shared[j] { &xs[0] } else { &xs[j] };
+        for (name, kern) in [("scalar", scalar), ("native", native)] {
+            for threads in [1, 2] {
+                let run = |f: &mut (dyn FnMut() + Send)| if threads == 2 { pool.install(f) } else { f() };
+                let mut alone: Vec<Vec<f32>> = mats.iter().zip(ms).map(|(w, &m)| vec![0.0; m * w.rows]).collect();
+                run(&mut || {
+                    for (j, w) in mats.iter().enumerate() {
+                        kern.weight_matmul(w, input(j), ms[j], &mut alone[j]);
+                    }
+                });
+                let mut ys: Vec<Vec<f32>> = mats.iter().zip(ms).map(|(w, &m)| vec![f32::NAN; m * w.rows]).collect();
+                run(&mut || {
+                    let mut jobs: Vec<WeightJob<'_>> = ys
+                        .iter_mut()
+                        .enumerate()
+                        .map(|(j, y)| WeightJob { w: mats[j], x: input(j), m: ms[j], y })
+                        .collect();
+                    kern.weight_matmul_group(&mut jobs);
+                });
+                for j in 0..mats.len() {
+                    assert!(
+                        ys[j] == alone[j],
+                        "{name}, {threads} threads, group {ids:?}: product {j} differs from its own call"
+                    );
+                }
+            }
+        }
+    }
+    let _: &dyn Kernels = native;
+
+    // The typed front: results by handle, once each.
+    use fucina::prelude::*;
+    use fucina::quant::{ProductGroup, QWeight};
+    axis!(seq, hidden, wide, narrow);
+    let wa =
+        QWeight::<wide, hidden>::quantize(&Tensor::<axes![wide, hidden]>::randn(&[64, 256]).unwrap(), GgmlType::Q4_K)
+            .unwrap();
+    let wb = QWeight::<narrow, hidden>::quantize(
+        &Tensor::<axes![narrow, hidden]>::randn(&[16, 256]).unwrap(),
+        GgmlType::Q6_K,
+    )
+    .unwrap();
+    let (x, x2) = (
+        Tensor::<axes![seq, hidden]>::randn(&[3, 256]).unwrap(),
+        Tensor::<axes![seq, hidden]>::randn(&[5, 256]).unwrap(),
+    );
+    let mut group = ProductGroup::new();
+    let (ha, hb, hb2) = (group.push(&wa, &x).unwrap(), group.push(&wb, &x).unwrap(), group.push(&wb, &x2).unwrap());
+    let mut out = group.run().unwrap();
+    assert_eq!(out.take(hb2).unwrap().to_f32_vec(), wb.forward(&x2).unwrap().to_f32_vec());
+    assert_eq!(out.take(ha).unwrap().to_f32_vec(), wa.forward(&x).unwrap().to_f32_vec());
+    assert_eq!(out.take(hb).unwrap().to_f32_vec(), wb.forward(&x).unwrap().to_f32_vec());
+    let mut again = ProductGroup::new();
+    let stale = again.push(&wa, &x).unwrap();
+    let mut other = ProductGroup::new();
+    let _first = other.push(&wb, &x2).unwrap();
+    let mut other_out = other.run().unwrap();
+    assert!(other_out.take(stale).is_err(), "a handle whose slot holds another shape");
+    let wrong = Tensor::<axes![seq, hidden]>::randn(&[2, 128]).unwrap();
+    assert!(ProductGroup::new().push(&wa, &wrong).is_err(), "the contracted sizes differ");
+}

@@ -417,6 +417,12 @@ impl Moe {
         let (n, routing) = (self.cfg.experts, self.cfg.routing());
         let (assigned, chosen) =
             crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&routing, self.bias.as_deref(), lg)));
+        if crate::llm::moe::few_rows(&assigned) {
+            // Decode and short prompts: the used experts and the shared ones as one group.
+            let y =
+                Mlp::moe_grouped(x, &assigned, |e| self.experts.get(e), self.shared.as_ref(), |o| Ok(o.to_f32_vec()))?;
+            return Ok((Tensor::from_vec(y, &[s, h])?, chosen));
+        }
         let mut y = match &self.shared {
             Some(m) => m.forward(x)?.to_f32_vec(),
             None => vec![0.0f32; s * h],

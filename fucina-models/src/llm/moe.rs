@@ -146,9 +146,47 @@ pub fn assign(experts: usize, per_token: impl Iterator<Item = (Vec<usize>, Vec<f
     (assigned, chosen)
 }
 
-/// Experts with at most this many rows each run side by side, one per worker, when a
-/// layer has several: each product is too small to be worth splitting over the pool.
+/// Experts with at most this many rows each run side by side, one per worker, or as one
+/// group of products ([`few_rows`]), when a layer has several: each product is too small to
+/// be worth splitting over the pool on its own.
 const SIDE_BY_SIDE_ROWS: usize = 8;
+
+/// Whether every expert with rows has at most a few (decode, short prompts): the experts of
+/// such a layer are best run together, as one group, instead of one after another.
+pub fn few_rows(assigned: &Assignment) -> bool {
+    assigned.iter().all(|(rows, _)| rows.len() <= SIDE_BY_SIDE_ROWS)
+}
+
+/// The experts with rows (ascending ids) and each one's rows of the input.
+pub type Gathered = (Vec<usize>, Vec<Tensor<axes![seq, hidden]>>);
+
+/// The experts with rows (ascending ids) and, for each, its rows of `x` gathered (they stay
+/// `seq` rows, a subset of the positions).
+pub fn gather(x: &Tensor<axes![seq, hidden]>, assigned: &Assignment) -> Result<Gathered> {
+    let active: Vec<usize> = (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect();
+    let xs = active.iter().map(|&e| gather_one(x, &assigned[e].0)).collect::<Result<_>>()?;
+    Ok((active, xs))
+}
+
+/// Rows `rows` of `x`.
+fn gather_one(x: &Tensor<axes![seq, hidden]>, rows: &[u32]) -> Result<Tensor<axes![seq, hidden]>> {
+    let ids = Tensor::<axes![seq]>::from_vec(rows.to_vec(), &[rows.len()])?;
+    x.embedding(&ids)
+}
+
+/// Adds each active expert's output (`outs[i]`: expert `active[i]`'s rows, in the order they
+/// were gathered), times its weight, into the rows of `y` (`[seq, h]`, row-major) it came
+/// from, expert after expert in `active` order.
+pub fn scatter_add(y: &mut [f32], h: usize, assigned: &Assignment, active: &[usize], outs: &[Vec<f32>]) {
+    for (&e, ye) in active.iter().zip(outs) {
+        let (rows, weights) = &assigned[e];
+        for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
+            for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
+                *acc += w * v;
+            }
+        }
+    }
+}
 
 /// Adds `sum_e weight * expert_e(x[rows of e])` into `y` (`[seq, hidden]`, row-major): each
 /// expert with rows runs once, on those rows gathered (`run(e, rows)`). When every active
@@ -163,27 +201,13 @@ pub fn combine(
 ) -> Result<()> {
     let h = x.size::<hidden>();
     let active: Vec<usize> = (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect();
-    let one = |e: usize| -> Result<Vec<f32>> {
-        // The expert's rows, gathered (they stay `seq` rows, a subset of the positions).
-        let rows = &assigned[e].0;
-        let ids = Tensor::<axes![seq]>::from_vec(rows.clone(), &[rows.len()])?;
-        let xe: Tensor<axes![seq, hidden]> = x.embedding(&ids)?;
-        Ok(run(e, &xe)?.to_f32_vec())
-    };
+    let one = |e: usize| -> Result<Vec<f32>> { Ok(run(e, &gather_one(x, &assigned[e].0)?)?.to_f32_vec()) };
     let ctx = ExecContext::current();
-    let small = active.iter().all(|&e| assigned[e].0.len() <= SIDE_BY_SIDE_ROWS);
-    let outs: Vec<Vec<f32>> = if small {
+    let outs: Vec<Vec<f32>> = if few_rows(assigned) {
         ctx.map_side_by_side(&active, |&e| one(e))?
     } else {
         active.iter().map(|&e| one(e)).collect::<Result<_>>()?
     };
-    for (&e, ye) in active.iter().zip(&outs) {
-        let (rows, weights) = &assigned[e];
-        for ((&t, &w), out) in rows.iter().zip(weights).zip(ye.chunks_exact(h)) {
-            for (acc, v) in y[t as usize * h..(t as usize + 1) * h].iter_mut().zip(out) {
-                *acc += w * v;
-            }
-        }
-    }
+    scatter_add(y, h, assigned, &active, &outs);
     Ok(())
 }

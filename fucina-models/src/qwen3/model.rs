@@ -16,12 +16,12 @@ use super::nextn::NextN;
 use crate::llm::batch::{self, LogitRows, Segment};
 use crate::llm::head::lm_head;
 use crate::llm::kv_cache::{KvCache, KvType, Values};
-use crate::llm::moe::{route, Routing};
+use crate::llm::moe::{self, route, Routing};
 use crate::llm::rope::Rope;
 use crate::llm::weights::ModelFile;
 use fucina::ops::{causal_conv1d, gated_delta_rule, ConvState, DeltaForm, DeltaOptions, DeltaState, HeadMap, Mask};
 use fucina::prelude::*;
-use fucina::quant::QWeight;
+use fucina::quant::{ProductGroup, QWeight};
 
 axis!(pub q_flat, pub kv_flat, pub gate_out);
 axis!(pub conv_ch, pub tap, pub lin_k_head, pub lin_v_head, pub lin_k_dim, pub lin_v_dim, pub lin_v_flat);
@@ -363,7 +363,11 @@ impl Qwen3 {
         let (nkv, hd) = (c.kv_heads, c.head_dim);
         let g = c.heads / nkv;
         // Query head `kv * g + j` attends with kv head `kv`: split `heads` into (kv_head, group).
-        let (mut q, mut k, mut v) = (a.q.forward(x)?, a.k.forward(x)?, a.v.forward(x)?);
+        // q, k and v as one group of products (one parallel region, one activation quantization).
+        let mut group = ProductGroup::new();
+        let (hq, hk, hv) = (group.push(&a.q, x)?, group.push(&a.k, x)?, group.push(&a.v, x)?);
+        let mut out = group.run()?;
+        let (mut q, mut k, mut v) = (out.take(hq)?, out.take(hk)?, out.take(hv)?);
         if let Some(b) = &a.bias {
             (q, k, v) = (q.add(&b.q)?, k.add(&b.k)?, v.add(&b.v)?);
         }
@@ -568,11 +572,66 @@ impl Mlp {
         })
     }
 
-    /// `down(silu(gate x) * up x)`.
+    /// `down(silu(gate x) * up x)`, the gate and up projections as one group of products.
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
-        let gate = self.gate.forward(x)?.silu()?;
-        let up = self.up.forward(x)?;
-        self.down.forward(&gate.mul(&up)?)
+        let mut group = ProductGroup::new();
+        let (gate, up) = (group.push(&self.gate, x)?, group.push(&self.up, x)?);
+        let mut out = group.run()?;
+        self.down.forward(&out.take(gate)?.silu()?.mul(&out.take(up)?)?)
+    }
+
+    /// [`forward`](Mlp::forward) of each block on its own input (`mlps[i]` on `xs[i]`), the
+    /// products of all of them as two groups (every gate and up projection, then every down
+    /// projection: [`ProductGroup`]): the same values as one `forward` each, with
+    /// two parallel regions in all instead of three per block.
+    pub fn forward_group(mlps: &[&Mlp], xs: &[&Tensor<axes![seq, hidden]>]) -> Result<Vec<Tensor<axes![seq, hidden]>>> {
+        let mut group = ProductGroup::new();
+        let gate_up = mlps
+            .iter()
+            .zip(xs)
+            .map(|(m, x)| Ok((group.push(&m.gate, x)?, group.push(&m.up, x)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = group.run()?;
+        let inner: Vec<Tensor<axes![seq, ffn]>> =
+            gate_up.into_iter().map(|(g, u)| out.take(g)?.silu()?.mul(&out.take(u)?)).collect::<Result<_>>()?;
+        let mut group = ProductGroup::new();
+        let down = mlps.iter().zip(&inner).map(|(m, h)| group.push(&m.down, h)).collect::<Result<Vec<_>>>()?;
+        let mut out = group.run()?;
+        down.into_iter().map(|d| out.take(d)).collect()
+    }
+}
+
+impl Mlp {
+    /// A mixture-of-experts layer's blocks run as one group ([`Mlp::forward_group`]: two
+    /// parallel regions for the layer): every routed expert with rows (`experts(e)`, on its
+    /// rows of `x` gathered) and the `shared` block (on all of `x`). Returns `[seq, hidden]`
+    /// row-major: the shared block's output passed through `shared_out` (zeros without one),
+    /// plus each expert's output rows times their weights, expert after expert as
+    /// [`moe::combine`] adds them.
+    pub fn moe_grouped<'a>(
+        x: &Tensor<axes![seq, hidden]>,
+        assigned: &moe::Assignment,
+        experts: impl Fn(usize) -> Result<&'a Mlp>,
+        shared: Option<&'a Mlp>,
+        shared_out: impl FnOnce(Tensor<axes![seq, hidden]>) -> Result<Vec<f32>>,
+    ) -> Result<Vec<f32>> {
+        let (s, h) = (x.size::<seq>(), x.size::<hidden>());
+        let (active, xs) = moe::gather(x, assigned)?;
+        let mut mlps: Vec<&Mlp> = active.iter().map(|&e| experts(e)).collect::<Result<_>>()?;
+        let mut inputs: Vec<&Tensor<axes![seq, hidden]>> = xs.iter().collect();
+        if let Some(m) = shared {
+            mlps.push(m);
+            inputs.push(x);
+        }
+        let mut outs = Mlp::forward_group(&mlps, &inputs)?;
+        let shared = if shared.is_some() { outs.pop() } else { None };
+        let mut y = match shared {
+            Some(out) => shared_out(out)?,
+            None => vec![0.0f32; s * h],
+        };
+        let outs: Vec<Vec<f32>> = outs.iter().map(|t| t.to_f32_vec()).collect();
+        moe::scatter_add(&mut y, h, assigned, &active, &outs);
+        Ok(y)
     }
 }
 
@@ -589,13 +648,22 @@ impl Moe {
         let bias = self.bias.as_ref().map(|b| b.to_f32_vec());
         let n = self.experts.len();
         let (assigned, chosen) =
-            crate::llm::moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.routing, bias.as_deref(), lg)));
-        let mut y = match (&self.shared, &self.shared_gate) {
-            (Some(m), Some(g)) => m.forward(x)?.mul(&g.forward(x)?.sigmoid()?.sum::<axes![gate_out]>()?)?.to_f32_vec(),
-            (Some(m), None) => m.forward(x)?.to_f32_vec(),
-            (None, _) => vec![0.0f32; s * h],
+            moe::assign(n, logits.chunks_exact(n).map(|lg| route(&self.routing, bias.as_deref(), lg)));
+        let shared_out = |out: Tensor<axes![seq, hidden]>| -> Result<Vec<f32>> {
+            Ok(match &self.shared_gate {
+                Some(g) => out.mul(&g.forward(x)?.sigmoid()?.sum::<axes![gate_out]>()?)?.to_f32_vec(),
+                None => out.to_f32_vec(),
+            })
         };
-        crate::llm::moe::combine(x, &assigned, &mut y, |e, xe| self.experts[e].forward(xe))?;
+        if moe::few_rows(&assigned) {
+            let y = Mlp::moe_grouped(x, &assigned, |e| Ok(&self.experts[e]), self.shared.as_ref(), shared_out)?;
+            return Ok((Tensor::from_vec(y, &[s, h])?, chosen));
+        }
+        let mut y = match &self.shared {
+            Some(m) => shared_out(m.forward(x)?)?,
+            None => vec![0.0f32; s * h],
+        };
+        moe::combine(x, &assigned, &mut y, |e, xe| self.experts[e].forward(xe))?;
         Ok((Tensor::from_vec(y, &[s, h])?, chosen))
     }
 }

@@ -38,7 +38,7 @@ pub fn for_each_task(n: usize, f: impl Fn(usize) + Sync) {
     native::team::for_each(n, f)
 }
 pub use native::{in_serial, serial};
-pub use weights::{WeightFormat, WeightMat};
+pub use weights::{WeightFormat, WeightJob, WeightMat};
 
 use half::{bf16, f16};
 
@@ -661,6 +661,16 @@ pub trait Kernels: Send + Sync + 'static {
     /// integer) follows from the format and `m` as [`weights`] specifies, and every backend
     /// computes the same values up to summation order.
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
+    /// Several independent weight products (the experts of a mixture-of-experts layer, the
+    /// gate and up projections of a feed-forward block), each computed exactly as
+    /// [`weight_matmul`](Kernels::weight_matmul) computes it on this backend: the same bits as
+    /// one call per job, whatever the schedule. The specification is one call after another;
+    /// a backend may run the group as one parallel region.
+    fn weight_matmul_group(&self, jobs: &mut [WeightJob<'_>]) {
+        for j in jobs.iter_mut() {
+            self.weight_matmul(&j.w, j.x, j.m, j.y);
+        }
+    }
     /// The whole weight decoded to f32 (`out [rows, cols]`).
     fn weight_decode(&self, w: &WeightMat<'_>, out: &mut [f32]);
     /// The layout a `[rows, cols]` weight of `format` is repacked into at load

@@ -168,6 +168,20 @@ pub struct WeightMat<'a> {
     pub data: &'a [u8],
 }
 
+/// One product of a group ([`super::Kernels::weight_matmul_group`]): `y [m, w.rows] =
+/// x [m, w.cols] W^T`, as [`super::Kernels::weight_matmul`] computes it.
+#[derive(Debug)]
+pub struct WeightJob<'a> {
+    /// The weight.
+    pub w: WeightMat<'a>,
+    /// `[m, w.cols]` activations.
+    pub x: &'a [f32],
+    /// Activation rows.
+    pub m: usize,
+    /// `[m, w.rows]` output, overwritten.
+    pub y: &'a mut [f32],
+}
+
 impl WeightMat<'_> {
     /// The bytes of row `j` of a row-major format (an interleaved layout's rows are not
     /// contiguous: [`WeightMat::gather_row`] collects them).

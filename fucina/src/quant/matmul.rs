@@ -7,7 +7,7 @@
 use super::{quantize, GgmlType};
 use crate::backend::fdot::FloatRow;
 use crate::backend::qdot_k::KFormat;
-use crate::backend::{WeightFormat, WeightMat};
+use crate::backend::{WeightFormat, WeightJob, WeightMat};
 use crate::error::{FucinaError, Result};
 use crate::exec::ExecContext;
 use crate::nn::Projected;
@@ -211,6 +211,121 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
         let mut shape: Vec<usize> = perm[..perm.len() - 1].iter().map(|&i| x.shape()[i]).collect();
         shape.push(self.rows);
         Tensor::from_vec(y, &shape)
+    }
+}
+
+/// Several weight products run together (the q, k and v projections of an attention block,
+/// the gate and up projections of a feed-forward block, the experts of a mixture-of-experts
+/// layer): each gives the same values, bit for bit, as its own [`QWeight::forward`], but the
+/// backend may run the whole group as one parallel region
+/// ([`crate::backend::Kernels::weight_matmul_group`]), and products that read the same input
+/// tensor share its conversion (and its quantization, where their formats take the same).
+/// Each [`push`](ProductGroup::push) returns a typed handle; [`run`](ProductGroup::run)
+/// computes everything and [`ProductOutputs::take`] hands each result back with its axes.
+///
+/// ```
+/// use fucina::prelude::*;
+/// use fucina::quant::{GgmlType, ProductGroup, QWeight};
+/// axis!(seq, hidden, q_out, kv_out);
+/// let wq = QWeight::<q_out, hidden>::quantize(&Tensor::<axes![q_out, hidden]>::randn(&[64, 256])?, GgmlType::Q4_K)?;
+/// let wk = QWeight::<kv_out, hidden>::quantize(&Tensor::<axes![kv_out, hidden]>::randn(&[32, 256])?, GgmlType::Q4_K)?;
+/// let x = Tensor::<axes![seq, hidden]>::randn(&[2, 256])?;
+/// let mut group = ProductGroup::new();
+/// let (hq, hk) = (group.push(&wq, &x)?, group.push(&wk, &x)?);
+/// let mut out = group.run()?;
+/// let (q, k): (Tensor<axes![seq, q_out]>, Tensor<axes![seq, kv_out]>) = (out.take(hq)?, out.take(hk)?);
+/// assert_eq!(q.to_f32_vec(), wq.forward(&x)?.to_f32_vec());
+/// assert_eq!(k.shape(), &[2, 32]);
+/// # Ok::<(), fucina::error::FucinaError>(())
+/// ```
+#[derive(Default)]
+pub struct ProductGroup<'a> {
+    jobs: Vec<(WeightMat<'a>, usize, usize)>,
+    /// Each distinct input tensor (by address; the borrow keeps it from being replaced) as f32.
+    inputs: Vec<(*const (), Vec<f32>)>,
+}
+
+/// A product pushed into a [`ProductGroup`], to take from its [`ProductOutputs`] as a
+/// `Tensor<A>`.
+#[must_use = "a product's handle is how its result is taken"]
+#[derive(Debug)]
+pub struct Product<A> {
+    index: usize,
+    shape: [usize; 2],
+    _axes: PhantomData<fn() -> A>,
+}
+
+/// The results of a [`ProductGroup`], taken once each by handle.
+#[derive(Debug)]
+pub struct ProductOutputs {
+    ys: Vec<Option<Vec<f32>>>,
+}
+
+impl<'a> ProductGroup<'a> {
+    /// An empty group.
+    pub fn new() -> ProductGroup<'a> {
+        ProductGroup::default()
+    }
+
+    /// Adds `x W^T` (`x [B, I]`, `W [O, I]`) to the group.
+    pub fn push<B: Axis, O: Axis, I: Axis>(
+        &mut self,
+        w: &'a QWeight<O, I>,
+        x: &'a Tensor<(B, I)>,
+    ) -> Result<Product<(B, O)>> {
+        let (m, k) = (x.shape()[0], x.shape()[1]);
+        if k != w.cols {
+            return Err(FucinaError::ShapeMismatch { axis: I::NAME.to_string(), left: k, right: w.cols });
+        }
+        m.checked_mul(w.rows).ok_or_else(|| FucinaError::InvalidArgument {
+            op: "ProductGroup::push",
+            msg: format!("a [{m}, {}] product overflows", w.rows),
+        })?;
+        let key = x as *const Tensor<(B, I)> as *const ();
+        let input = match self.inputs.iter().position(|(p, _)| *p == key) {
+            Some(i) => i,
+            None => {
+                self.inputs.push((key, x.to_f32_vec()));
+                self.inputs.len() - 1
+            }
+        };
+        self.jobs.push((w.mat(), m, input));
+        Ok(Product { index: self.jobs.len() - 1, shape: [m, w.rows], _axes: PhantomData })
+    }
+
+    /// Runs every product (on the current context's backend).
+    pub fn run(self) -> Result<ProductOutputs> {
+        let mut ys = Vec::with_capacity(self.jobs.len());
+        for (w, m, _) in &self.jobs {
+            ys.push(crate::storage::alloc::try_vec("a weight product", m * w.rows, 0.0f32)?);
+        }
+        let mut jobs: Vec<WeightJob<'_>> = ys
+            .iter_mut()
+            .zip(&self.jobs)
+            .map(|(y, &(w, m, input))| WeightJob { w, x: &self.inputs[input].1, m, y })
+            .collect();
+        let work: usize = jobs.iter().map(|j| j.m * j.w.rows * j.w.cols).sum();
+        ExecContext::current().run(work, |kern| kern.weight_matmul_group(&mut jobs));
+        drop(jobs);
+        Ok(ProductOutputs { ys: ys.into_iter().map(Some).collect() })
+    }
+}
+
+impl ProductOutputs {
+    /// The result of product `p` (once; a handle from another group is an error unless its
+    /// slot happens to hold a result of the same shape).
+    pub fn take<A: crate::tensor::axes::Axes>(&mut self, p: Product<A>) -> Result<Tensor<A>> {
+        let y = self.ys.get_mut(p.index).and_then(Option::take).ok_or_else(|| FucinaError::InvalidArgument {
+            op: "ProductOutputs::take",
+            msg: format!("no result for product {} (taken already, or from another group)", p.index),
+        })?;
+        if y.len() != p.shape[0] * p.shape[1] {
+            return Err(FucinaError::InvalidArgument {
+                op: "ProductOutputs::take",
+                msg: format!("product {} is not a {:?} result", p.index, p.shape),
+            });
+        }
+        Tensor::from_vec(y, &p.shape)
     }
 }
 

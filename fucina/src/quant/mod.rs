@@ -20,7 +20,7 @@ pub use legacy::{
     dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1,
     quantize_q5_0, quantize_q5_1, quantize_q8_0,
 };
-pub use matmul::{QLinear, QWeight, BF16_BATCH};
+pub use matmul::{Product, ProductGroup, ProductOutputs, QLinear, QWeight, BF16_BATCH};
 pub use types::GgmlType;
 
 use crate::error::{FucinaError, Result};

@@ -15,31 +15,18 @@ use super::super::interleave::{
 };
 use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
-use super::super::weights::{activation_row_bytes, quantize_activations, WeightMat};
+use super::super::weights::{activation_row_bytes, quantize_activations, WeightJob, WeightMat};
 use super::simd::has_avx512_int;
 
 /// `y [m, n] = x [m, k] W^T` for an interleaved weight (`w.format.interleaved()` is some):
 /// groups of sixteen weight rows split over the pool.
 pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: bool) {
-    let (n, k) = (w.rows, w.cols);
     let Some(f) = w.format.interleaved() else {
         panic!("interleaved::matmul: {:?} is not an interleaved layout", w.format)
     };
-    let a_row = activation_row_bytes(w.format, k);
-    let mut qa = vec![0u8; m * a_row];
-    quantize_activations(w.format, x, k, &mut qa);
-    // Q8_0: per activation block its scale and the sum of its int8 (the weights' offset of
-    // 128 times that sum comes back out of the integer dot).
-    let nb = k / f.block();
-    let (mut ad, mut asum) = (Vec::new(), Vec::new());
-    if f == Interleaved::Q8_0 {
-        for blk in qa.chunks_exact(Q8_0_BYTES) {
-            ad.push(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
-            asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
-        }
-    }
-    let acts = Acts { qa: &qa, a_row, ad: &ad, asum: &asum, nb };
-    let groups = n / X16;
+    let prep = Prepared::new(f, w, x, m);
+    let acts = prep.acts();
+    let groups = w.rows / X16;
     let per = if parallel { groups.div_ceil(8 * rayon::current_num_threads()).max(1) } else { groups };
     let out = Out(y.as_mut_ptr());
     let task = |t: usize| {
@@ -50,6 +37,81 @@ pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: b
         super::team::for_each(groups.div_ceil(per), task);
     } else {
         (0..groups.div_ceil(per)).for_each(task);
+    }
+}
+
+/// Several products of interleaved weights (every `jobs[i].w.format.interleaved()` is some)
+/// as one parallel region: the sixteen-row groups of all the weights split into tasks of
+/// about equal size. Jobs that read the same activations (the same slice) in the same
+/// quantized form share one quantization. Each output column is computed by one task exactly
+/// as [`matmul`] computes it.
+pub fn matmul_group(jobs: &mut [WeightJob<'_>]) {
+    let mut preps: Vec<(Interleaved, *const f32, usize, usize, Prepared)> = Vec::new();
+    let mut which = Vec::with_capacity(jobs.len());
+    for j in jobs.iter() {
+        let Some(f) = j.w.format.interleaved() else {
+            panic!("interleaved::matmul_group: {:?} is not an interleaved layout", j.w.format)
+        };
+        let key = (j.x.as_ptr(), j.x.len(), j.m);
+        let same = |p: &(Interleaved, *const f32, usize, usize, Prepared)| {
+            (p.1, p.2, p.3) == key && (p.0 == Interleaved::Q8_0) == (f == Interleaved::Q8_0)
+        };
+        match preps.iter().position(same) {
+            Some(i) => which.push(i),
+            None => {
+                which.push(preps.len());
+                preps.push((f, key.0, key.1, key.2, Prepared::new(f, &j.w, j.x, j.m)));
+            }
+        }
+    }
+    let acts: Vec<Acts<'_>> = preps.iter().map(|p| p.4.acts()).collect();
+    let total: usize = jobs.iter().map(|j| j.w.rows / X16).sum();
+    let per = total.div_ceil(8 * rayon::current_num_threads()).max(1);
+    let mut tasks = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let groups = j.w.rows / X16;
+        tasks.extend((0..groups.div_ceil(per)).map(|t| (i, t * per, ((t + 1) * per).min(groups))));
+    }
+    let mats: Vec<(WeightMat<'_>, usize)> = jobs.iter().map(|j| (j.w, j.m)).collect();
+    let outs: Vec<Out> = jobs.iter_mut().map(|j| Out(j.y.as_mut_ptr())).collect();
+    super::team::for_each(tasks.len(), |t| {
+        let (i, g0, g1) = tasks[t];
+        let (w, m) = &mats[i];
+        if let Some(f) = w.format.interleaved() {
+            fill_groups(f, w, &acts[which[i]], *m, g0, g1, &outs[i]);
+        }
+    });
+}
+
+/// The quantized activation rows of one product (Q8_K for the K-quants, Q8_0 for Q8_0) with,
+/// for Q8_0, each block's scale and the sum of its int8 (the weights' offset of 128 times
+/// that sum comes back out of the integer dot).
+struct Prepared {
+    qa: Vec<u8>,
+    a_row: usize,
+    ad: Vec<f32>,
+    asum: Vec<i32>,
+    nb: usize,
+}
+
+impl Prepared {
+    fn new(f: Interleaved, w: &WeightMat<'_>, x: &[f32], m: usize) -> Prepared {
+        let (format, k) = (w.format, w.cols);
+        let a_row = activation_row_bytes(format, k);
+        let mut qa = vec![0u8; m * a_row];
+        quantize_activations(format, x, k, &mut qa);
+        let (mut ad, mut asum) = (Vec::new(), Vec::new());
+        if f == Interleaved::Q8_0 {
+            for blk in qa.chunks_exact(Q8_0_BYTES) {
+                ad.push(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+                asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
+            }
+        }
+        Prepared { qa, a_row, ad, asum, nb: k / f.block() }
+    }
+
+    fn acts(&self) -> Acts<'_> {
+        Acts { qa: &self.qa, a_row: self.a_row, ad: &self.ad, asum: &self.asum, nb: self.nb }
     }
 }
 
@@ -93,8 +155,8 @@ impl Acts<'_> {
 /// The output `[m, n]`, written by ranges of sixteen-row groups from several tasks.
 struct Out(*mut f32);
 
-// SAFETY: `matmul` hands each task a disjoint range of groups, and a task writes only the
-// columns of its groups.
+// SAFETY: `matmul` and `matmul_group` hand each task a disjoint range of groups (of one
+// job's output), and a task writes only the columns of its groups.
 unsafe impl Sync for Out {}
 
 /// Fills the columns of groups `g0..g1` for every activation row.

@@ -241,6 +241,10 @@ impl Kernels for Native {
         weights::weight_matmul(w, x, m, y)
     }
 
+    fn weight_matmul_group(&self, jobs: &mut [super::WeightJob<'_>]) {
+        weights::weight_matmul_group(jobs)
+    }
+
     fn weight_decode(&self, w: &super::WeightMat<'_>, out: &mut [f32]) {
         weights::weight_decode(w, out)
     }

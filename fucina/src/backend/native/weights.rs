@@ -10,7 +10,7 @@ use super::super::qdot;
 use super::super::qdot_k::{self, KFormat};
 use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
-    activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightMat,
+    activation_row_bytes, decode_row, f32_to_bf16_bits, quantize_activations, WeightFormat, WeightJob, WeightMat,
 };
 use super::kgemm;
 use super::simd::prefetch;
@@ -252,6 +252,39 @@ fn pack_weight_panel(w: &WeightMat<'_>, pc: usize, kc: usize, j0: usize, panel: 
 }
 
 /// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
+/// Jobs of at most this many activation rows each run side by side (one task each, serial
+/// inside) when their weights have no interleaved layout: each product is too small to be
+/// worth splitting over the workers on its own.
+const SIDE_BY_SIDE_ROWS: usize = 8;
+
+/// Several independent products, each as [`weight_matmul`] computes it: interleaved weights
+/// as one parallel region over the sixteen-row groups of all of them
+/// ([`super::interleaved::matmul_group`]); other small products side by side, one task each;
+/// otherwise one after another, each split on its own.
+pub fn weight_matmul_group(jobs: &mut [WeightJob<'_>]) {
+    for j in jobs.iter() {
+        j.w.check(j.x, j.m, j.y);
+    }
+    let work: usize = jobs.iter().map(|j| j.m * j.w.rows * j.w.cols).sum();
+    if jobs.len() >= 2 && may_split(work, 1 << 17) {
+        if jobs.iter().all(|j| j.w.format.interleaved().is_some() && j.m > 0) {
+            return super::interleaved::matmul_group(jobs);
+        }
+        if jobs.iter().all(|j| j.m <= SIDE_BY_SIDE_ROWS) {
+            let cells: Vec<std::sync::Mutex<&mut WeightJob<'_>>> = jobs.iter_mut().map(std::sync::Mutex::new).collect();
+            super::team::for_each(cells.len(), |i| {
+                let mut j = cells[i].lock().unwrap_or_else(|e| e.into_inner());
+                let j = &mut **j;
+                super::serial(|| weight_matmul(&j.w, j.x, j.m, j.y));
+            });
+            return;
+        }
+    }
+    for j in jobs.iter_mut() {
+        weight_matmul(&j.w, j.x, j.m, j.y);
+    }
+}
+
 pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     assert_eq!(out.len(), w.rows * w.cols, "weight_decode: sizes");
     let k = w.cols.max(1);
