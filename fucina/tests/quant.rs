@@ -479,10 +479,13 @@ fn weight_groups_equal_one_product_each() {
         (WeightFormat::K(KFormat::Q5K), 24, 256, quantized(GgmlType::Q5_K, 24, 256, 5)),
         (WeightFormat::Q8_0, 40, 96, quantized(GgmlType::Q8_0, 40, 96, 6)),
         (WeightFormat::Q4KX16, 16, 256, packed(Interleaved::Q4K, 16, 256, &quantized(GgmlType::Q4_K, 16, 256, 7))),
+        (WeightFormat::K(KFormat::Q5K), 64, 1024, quantized(GgmlType::Q5_K, 64, 1024, 8)),
+        (WeightFormat::Q8_0, 64, 1024, quantized(GgmlType::Q8_0, 64, 1024, 9)),
     ];
     // Groups as indices into `weights`, each product's activation rows, and which products
     // read the first product's activations (same slice) instead of their own.
-    let groups: [(&[usize], &[usize], &[bool]); 5] = [
+    let groups: [(&[usize], &[usize], &[bool]); 6] = [
+        (&[7, 8, 7, 8, 7], &[1, 1, 1, 1, 1], &[false, false, false, false, true]),
         (&[0, 3], &[1, 1], &[false, true]),
         (&[0, 1, 2, 3, 6], &[1, 3, 9, 2, 5], &[false, false, false, false, false]),
         (&[0, 3, 0], &[4, 4, 4], &[false, true, true]),

@@ -253,8 +253,9 @@ fn pack_weight_panel(w: &WeightMat<'_>, pc: usize, kc: usize, j0: usize, panel: 
 
 /// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
 /// Jobs of at most this many activation rows each run side by side (one task each, serial
-/// inside) when their weights have no interleaved layout: each product is too small to be
-/// worth splitting over the workers on its own.
+/// inside) when their weights have no interleaved layout and there are enough of them to
+/// keep the workers balanced: each product is too small to be worth splitting over the
+/// workers on its own.
 const SIDE_BY_SIDE_ROWS: usize = 8;
 
 /// Several independent products, each as [`weight_matmul`] computes it: interleaved weights
@@ -270,7 +271,10 @@ pub fn weight_matmul_group(jobs: &mut [WeightJob<'_>]) {
         if jobs.iter().all(|j| j.w.format.interleaved().is_some() && j.m > 0) {
             return super::interleaved::matmul_group(jobs);
         }
-        if jobs.iter().all(|j| j.m <= SIDE_BY_SIDE_ROWS) {
+        // Side by side only when no job is more than a share of the whole that keeps the
+        // workers balanced (a layer's experts, not q next to a smaller k and v).
+        let threads = rayon::current_num_threads();
+        if jobs.iter().all(|j| j.m <= SIDE_BY_SIDE_ROWS && j.m * j.w.rows * j.w.cols * 2 * threads <= work) {
             let cells: Vec<std::sync::Mutex<&mut WeightJob<'_>>> = jobs.iter_mut().map(std::sync::Mutex::new).collect();
             super::team::for_each(cells.len(), |i| {
                 let mut j = cells[i].lock().unwrap_or_else(|e| e.into_inner());
