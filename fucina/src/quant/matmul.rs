@@ -85,10 +85,18 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
                 })
             }
         };
-        let mut out = crate::storage::alloc::try_vec("a repacked weight", self.data.len(), 0u8)?;
+        // Cache-line aligned: the kernels stream it with 64-byte loads.
+        let len = self.data.len();
+        let (mut buf, off) = crate::storage::alloc::try_aligned_bytes("a repacked weight", len, 64)?;
         let w = self.mat();
-        ctx.run(out.len(), |k| k.weight_repack(&w, layout, &mut out));
-        Ok(QWeight { layout: want, data: SharedBytes::from_vec(out), ..self })
+        ctx.run(len, |k| k.weight_repack(&w, layout, &mut buf[off..off + len]));
+        let data = SharedBytes::from_owner(std::sync::Arc::new(buf), off, len).ok_or_else(|| {
+            FucinaError::InvalidArgument {
+                op: "QWeight::prepared",
+                msg: "the aligned range lies outside its buffer".into(),
+            }
+        })?;
+        Ok(QWeight { layout: want, data, ..self })
     }
 
     /// Whether the bytes were repacked into a backend's layout ([`QWeight::prepared`]).

@@ -67,6 +67,32 @@ pub fn try_vec<T: Clone>(what: &str, n: usize, value: T) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// `len` zero bytes that start at a multiple of `align` (a power of two): a vector with
+/// room to spare and the offset of the aligned range in it (allocated fallibly, as
+/// [`try_vec`]). For weights that kernels stream with full-width vector loads, which must
+/// not straddle cache lines.
+///
+/// ```
+/// use fucina::storage::alloc::try_aligned_bytes;
+/// let (v, off) = try_aligned_bytes("a panel", 1000, 64)?;
+/// assert!(v.len() >= off + 1000 && (v.as_ptr() as usize + off) % 64 == 0);
+/// # Ok::<(), fucina::FucinaError>(())
+/// ```
+pub fn try_aligned_bytes(what: &str, len: usize, align: usize) -> Result<(Vec<u8>, usize)> {
+    let align = align.max(1);
+    if !align.is_power_of_two() {
+        return Err(FucinaError::InvalidArgument { op: "try_aligned_bytes", msg: format!("alignment {align}") });
+    }
+    let padded = len.checked_add(align - 1).ok_or_else(|| FucinaError::OutOfMemory {
+        what: format!("{what} ({len} bytes aligned to {align})"),
+        bytes: usize::MAX,
+        available: 0,
+    })?;
+    let v = try_vec(what, padded, 0u8)?;
+    let off = (align - v.as_ptr() as usize % align) % align;
+    Ok((v, off))
+}
+
 /// An empty vector with room for `n` elements, allocated fallibly (as [`try_vec`]).
 pub fn try_with_capacity<T>(what: &str, n: usize) -> Result<Vec<T>> {
     let bytes = bytes_for(what, n, std::mem::size_of::<T>().max(1))?;
