@@ -19,9 +19,12 @@
 //!   `64c + 4t ..` of each row, the four `64c + 32 + 4t ..`, and the four high-bit bytes
 //!   `32c + 4t ..` (row `r`'s at `4 r` in each 64).
 //!
-//! - [`WeightFormat::Q8_0X16`](super::WeightFormat::Q8_0X16): Q8_0. Block `b` (32 values) of a
-//!   group is 544 bytes: `d` of rows 0..16 (f16) at `0..32`, then for step `t` (4 values) row
-//!   `r`'s four int8 at `32 + 64 t + 4 r`.
+//! - [`WeightFormat::Q8_0X16`](super::WeightFormat::Q8_0X16): Q8_0, two blocks at a time.
+//!   Blocks `2b` and `2b + 1` (64 values) of a group are 1088 bytes, seventeen cache lines:
+//!   `d` of rows 0..16 (f16) of the first block at `0..32` and of the second at `32..64`,
+//!   then the int8 of the first block, for step `t` (4 values) row `r`'s four at
+//!   `64 + 64 t + 4 r`, then those of the second at `576 + 64 t + 4 r`. (One block at a time
+//!   would be 544 bytes, and every other block's 64-byte loads would straddle two lines.)
 //!
 //! A matrix is cut into groups of sixteen rows, each stored as its blocks in order. The
 //! values and the products are those of the plain rows (the integer path of
@@ -46,8 +49,11 @@ pub const X16_QS: usize = 256;
 /// Bytes of one interleaved Q4_K super-block (sixteen rows).
 pub const X16_BLOCK: usize = X16 * Q4K_BYTES;
 
-/// Bytes of one interleaved Q8_0 block (sixteen rows).
-pub const X16_Q8_BLOCK: usize = X16 * Q8_0_BYTES;
+/// Bytes of one interleaved pair of Q8_0 blocks (sixteen rows, 64 values each).
+pub const X16_Q8_BLOCK: usize = X16 * 2 * Q8_0_BYTES;
+
+/// Offset of the second block's int8 in an interleaved pair of Q8_0 blocks.
+pub const X16_Q8_SECOND: usize = 64 + 8 * 64;
 
 /// Bytes of one Q6_K super-block.
 const Q6K_BYTES: usize = 210;
@@ -73,20 +79,21 @@ pub enum Interleaved {
 }
 
 impl Interleaved {
-    /// Values per block of one row.
+    /// Values per block of one row (for Q8_0, a pair of the format's blocks: the unit the
+    /// layout interleaves).
     pub fn block(self) -> usize {
         match self {
             Interleaved::Q4K | Interleaved::Q6K => QK_K,
-            Interleaved::Q8_0 => 32,
+            Interleaved::Q8_0 => 64,
         }
     }
 
-    /// Bytes per block of one row.
+    /// Bytes per block of one row (for Q8_0, a pair of the format's blocks).
     pub fn block_bytes(self) -> usize {
         match self {
             Interleaved::Q4K => Q4K_BYTES,
             Interleaved::Q6K => Q6K_BYTES,
-            Interleaved::Q8_0 => Q8_0_BYTES,
+            Interleaved::Q8_0 => 2 * Q8_0_BYTES,
         }
     }
 
@@ -111,7 +118,9 @@ impl Interleaved {
             (Interleaved::Q6K, 192..208) => X16_Q6_SCALES + X16 * (i - 192) + r,
             (Interleaved::Q6K, _) => 2 * r + (i - 208),
             (_, 0..2) => 2 * r + i,
-            (Interleaved::Q8_0, _) => quad(32, i - 2),
+            (Interleaved::Q8_0, 2..34) => quad(64, i - 2),
+            (Interleaved::Q8_0, 34..36) => 32 + 2 * r + (i - 34),
+            (Interleaved::Q8_0, _) => quad(X16_Q8_SECOND, i - 36),
             (Interleaved::Q4K, 2..4) => 32 + 2 * r + (i - 2),
             (Interleaved::Q4K, 4..16) => X16_SCALES + X16 * (i - 4) + r,
             (Interleaved::Q4K, _) => {
@@ -195,7 +204,9 @@ mod tests {
             assert!(seen.iter().all(|s| *s), "{f:?}");
         }
         assert_eq!(Interleaved::Q4K.offset(3, 16 + 32 * 2 + 4 * 5 + 1), X16_QS + 64 * 21 + 13);
-        assert_eq!(Interleaved::Q8_0.offset(3, 2 + 4 * 5 + 1), 32 + 64 * 5 + 13);
+        assert_eq!(Interleaved::Q8_0.offset(3, 2 + 4 * 5 + 1), 64 + 64 * 5 + 13);
+        assert_eq!(Interleaved::Q8_0.offset(3, 35), 32 + 7);
+        assert_eq!(Interleaved::Q8_0.offset(3, 36 + 4 * 5 + 1), X16_Q8_SECOND + 64 * 5 + 13);
         assert_eq!(Interleaved::Q6K.offset(3, 128 + 32 + 4 * 5 + 1), X16_Q6_QS + 192 * 13 + 128 + 13);
         assert_eq!(Interleaved::Q6K.offset(3, 64 + 32 + 4 * 5 + 1), X16_Q6_QS + 192 * 13 + 64 + 13);
         assert_eq!(Interleaved::Q6K.offset(3, 209), 7);

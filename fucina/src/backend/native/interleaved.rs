@@ -11,7 +11,8 @@
 //! only the f32 accumulation across blocks rounds differently.
 
 use super::super::interleave::{
-    gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_QS, X16_SCALES,
+    gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_Q8_SECOND,
+    X16_QS, X16_SCALES,
 };
 use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
@@ -126,6 +127,7 @@ struct Prepared {
     ad: Vec<f32>,
     asum: Vec<i32>,
     nb: usize,
+    nb32: usize,
 }
 
 impl Prepared {
@@ -141,11 +143,11 @@ impl Prepared {
                 asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
             }
         }
-        Prepared { qa, a_row, ad, asum, nb: k / f.block() }
+        Prepared { qa, a_row, ad, asum, nb: k / f.block(), nb32: k / 32 }
     }
 
     fn acts(&self) -> Acts<'_> {
-        Acts { qa: &self.qa, a_row: self.a_row, ad: &self.ad, asum: &self.asum, nb: self.nb }
+        Acts { qa: &self.qa, a_row: self.a_row, ad: &self.ad, asum: &self.asum, nb: self.nb, nb32: self.nb32 }
     }
 }
 
@@ -157,11 +159,14 @@ const Q6K_TILE_BATCH: usize = 8;
 struct Acts<'a> {
     qa: &'a [u8],
     a_row: usize,
-    /// Q8_0: each block's scale, `[m, nb]`.
+    /// Q8_0: each block's scale, `[m, nb32]`.
     ad: &'a [f32],
-    /// Q8_0: each block's sum of int8, `[m, nb]`.
+    /// Q8_0: each block's sum of int8, `[m, nb32]`.
     asum: &'a [i32],
+    /// Blocks of the layout per row.
     nb: usize,
+    /// Q8_0 blocks (32 values) per row.
+    nb32: usize,
 }
 
 impl Acts<'_> {
@@ -181,7 +186,7 @@ impl Acts<'_> {
 
     /// Q8_0: the block scales and sums of rows `i..i + R`.
     fn q8<const R: usize>(&self, i: usize) -> [(&[f32], &[i32]); R] {
-        let nb = self.nb;
+        let nb = self.nb32;
         std::array::from_fn(|d| (&self.ad[(i + d) * nb..(i + d + 1) * nb], &self.asum[(i + d) * nb..(i + d + 1) * nb]))
     }
 }
@@ -398,7 +403,7 @@ mod avx512 {
         }
     }
 
-    /// Sixteen interleaved Q8_0 rows (`blocks`, whole blocks) times `R` Q8_0 rows (with each
+    /// Sixteen interleaved Q8_0 rows (`blocks`, whole pairs of blocks) times `R` Q8_0 rows (with each
     /// block's scale and int8 sum in `q8[r]`), into `res[r][row]`.
     ///
     /// # Safety
@@ -413,26 +418,31 @@ mod avx512 {
     ) {
         let flip = _mm512_set1_epi8(-128);
         let mut acc = [_mm512_setzero_ps(); R];
-        for (b, blk) in blocks.chunks_exact(X16_Q8_BLOCK).enumerate() {
-            // SAFETY: (this block) the features are enabled; every load stays inside the
-            // interleaved block (32 + 64 t + 64 <= 544) or the activation block
-            // (2 + 4 t + 4 <= 34).
-            unsafe {
-                let p = blk.as_ptr();
-                let d = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
-                let mut s = [_mm512_setzero_si512(); R];
-                for t in 0..8 {
-                    // The weights plus 128, as unsigned bytes.
-                    let v = _mm512_xor_si512(_mm512_loadu_si512(p.add(32 + 64 * t) as *const __m512i), flip);
-                    for r in 0..R {
-                        let ap = a[r].as_ptr().add(b * Q8_0_BYTES + 2 + 4 * t);
-                        s[r] = _mm512_dpbusd_epi32(s[r], v, _mm512_set1_epi32((ap as *const i32).read_unaligned()));
+        for (pair, blk) in blocks.chunks_exact(X16_Q8_BLOCK).enumerate() {
+            for h in 0..2 {
+                let b = 2 * pair + h;
+                // SAFETY: (this block) the features are enabled; every load stays inside the
+                // interleaved pair (32 h + 32 <= 64; 64 + 512 h + 64 t + 64 <= 1088) or the
+                // activation block (2 + 4 t + 4 <= 34).
+                unsafe {
+                    let p = blk.as_ptr();
+                    let d = _mm512_cvtph_ps(_mm256_loadu_si256(p.add(32 * h) as *const __m256i));
+                    let qs = p.add(if h == 0 { 64 } else { X16_Q8_SECOND });
+                    let mut s = [_mm512_setzero_si512(); R];
+                    for t in 0..8 {
+                        // The weights plus 128, as unsigned bytes.
+                        let v = _mm512_xor_si512(_mm512_loadu_si512(qs.add(64 * t) as *const __m512i), flip);
+                        for r in 0..R {
+                            let ap = a[r].as_ptr().add(b * Q8_0_BYTES + 2 + 4 * t);
+                            s[r] = _mm512_dpbusd_epi32(s[r], v, _mm512_set1_epi32((ap as *const i32).read_unaligned()));
+                        }
                     }
-                }
-                for r in 0..R {
-                    let (ad, asum) = q8[r];
-                    let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(128 * asum[b]));
-                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[b])), _mm512_cvtepi32_ps(si), acc[r]);
+                    for r in 0..R {
+                        let (ad, asum) = q8[r];
+                        let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(128 * asum[b]));
+                        acc[r] =
+                            _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[b])), _mm512_cvtepi32_ps(si), acc[r]);
+                    }
                 }
             }
         }
