@@ -251,7 +251,6 @@ fn pack_weight_panel(w: &WeightMat<'_>, pc: usize, kc: usize, j0: usize, panel: 
     }
 }
 
-/// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
 /// Jobs of at most this many activation rows each run side by side (one task each, serial
 /// inside) when their weights have no interleaved layout and there are enough of them to
 /// keep the workers balanced: each product is too small to be worth splitting over the
@@ -289,6 +288,7 @@ pub fn weight_matmul_group(jobs: &mut [WeightJob<'_>]) {
     }
 }
 
+/// Decodes the whole matrix to f32 (`out [rows, cols]`), rows split over the pool.
 pub fn weight_decode(w: &WeightMat<'_>, out: &mut [f32]) {
     assert_eq!(out.len(), w.rows * w.cols, "weight_decode: sizes");
     let k = w.cols.max(1);
