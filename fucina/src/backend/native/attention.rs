@@ -146,6 +146,35 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
         let o_row = |qi: usize, gi: usize| unsafe {
             std::slice::from_raw_parts_mut(base.0.add((((i0 + qi) * p.h + h) * p.g + gi) * p.dv), p.dv)
         };
+        if p.dv % simd::WEIGHTED_COLS == 0 && p.dv > 0 {
+            // Probabilities times values as register tiles: each query's rows (its group's
+            // heads share its key range) over the value rows, decoded once for the block;
+            // the same sums in the same order as one axpy per key.
+            let j_first = p.first(i0);
+            let mut vs = vec![0.0f32; n_max * p.dv];
+            for j in j_first..n_max {
+                vs[j * p.dv..(j + 1) * p.dv].copy_from_slice(row(&p.v, h, j, p.dv, &mut buf));
+            }
+            for qi in 0..nq {
+                let range = (p.first(i0 + qi), p.visible(i0 + qi).max(p.first(i0 + qi)));
+                let pr = |gi: usize| &probs[(qi * p.g + gi) * n_max..(qi * p.g + gi + 1) * n_max];
+                let mut gi = 0;
+                while gi + 2 <= p.g {
+                    simd::weighted_rows::<2>(
+                        [pr(gi), pr(gi + 1)],
+                        &vs,
+                        p.dv,
+                        range,
+                        [o_row(qi, gi), o_row(qi, gi + 1)],
+                    );
+                    gi += 2;
+                }
+                if gi < p.g {
+                    simd::weighted_rows::<1>([pr(gi)], &vs, p.dv, range, [o_row(qi, gi)]);
+                }
+            }
+            return;
+        }
         for qi in 0..nq {
             for gi in 0..p.g {
                 o_row(qi, gi).fill(0.0);

@@ -183,6 +183,71 @@ unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
     axpy_body::<Fused>(alpha, x, y)
 }
 
+/// Columns of the output a [`weighted_rows`] tile holds in registers.
+pub const WEIGHTED_COLS: usize = 32;
+
+/// `out[r] = sum_j p[r][j] * v[j]` over rows `j0..j1` of `v` (`dim` apart), for `R` output
+/// rows that weigh the same range of `v`'s rows, `WEIGHTED_COLS` columns at a time held in
+/// registers while `j` runs: each element accumulated from 0 in `j` order with `M::mul_add`,
+/// the same sums as zeroing `out[r]` and calling [`axpy`] once per `j`. `dim` is a multiple
+/// of `WEIGHTED_COLS`.
+pub fn weighted_rows_body<M: MulAdd, const R: usize>(
+    p: [&[f32]; R],
+    v: &[f32],
+    dim: usize,
+    (j0, j1): (usize, usize),
+    out: [&mut [f32]; R],
+) {
+    let mut out = out;
+    for c0 in (0..dim).step_by(WEIGHTED_COLS) {
+        let mut acc = [[0.0f32; WEIGHTED_COLS]; R];
+        for j in j0..j1 {
+            let vr: &[f32; WEIGHTED_COLS] = match v[j * dim + c0..j * dim + c0 + WEIGHTED_COLS].try_into() {
+                Ok(a) => a,
+                Err(_) => return,
+            };
+            for (a, pr) in acc.iter_mut().zip(&p) {
+                let w = pr[j];
+                for (y, x) in a.iter_mut().zip(vr) {
+                    *y = M::mul_add(w, *x, *y);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(&acc) {
+            o[c0..c0 + WEIGHTED_COLS].copy_from_slice(a);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weighted_rows_avx2<const R: usize>(
+    p: [&[f32]; R],
+    v: &[f32],
+    dim: usize,
+    range: (usize, usize),
+    out: [&mut [f32]; R],
+) {
+    weighted_rows_body::<Fused, R>(p, v, dim, range, out)
+}
+
+/// [`weighted_rows_body`] on this CPU's widest fused path (the same bits as [`axpy`] per row
+/// of `v`, on every CPU).
+pub fn weighted_rows<const R: usize>(
+    p: [&[f32]; R],
+    v: &[f32],
+    dim: usize,
+    range: (usize, usize),
+    out: [&mut [f32]; R],
+) {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
+        l if l.has_avx2() => unsafe { weighted_rows_avx2::<R>(p, v, dim, range, out) },
+        _ => weighted_rows_body::<Unfused, R>(p, v, dim, range, out),
+    }
+}
+
 /// Dot product of two f32 slices (the shorter length).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     match level() {
@@ -250,6 +315,33 @@ pub fn prefetch(bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The register tiles of probabilities times values give the bits of zeroing each output
+    /// row and adding one axpy per value row over its range (what the attention did before).
+    #[test]
+    fn weighted_rows_equal_one_axpy_per_row() {
+        let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+        for (dim, n, range) in [(32, 5, (0, 5)), (128, 40, (3, 37)), (64, 9, (4, 4))] {
+            let v: Vec<f32> = (0..n * dim).map(|i| val(1, i) * 3.0).collect();
+            let p: Vec<Vec<f32>> = (0..2).map(|r| (0..n).map(|j| val(2 + r, j).abs()).collect()).collect();
+            let want: Vec<Vec<f32>> = p
+                .iter()
+                .map(|pr| {
+                    let mut o = vec![0.0f32; dim];
+                    for j in range.0..range.1 {
+                        axpy(pr[j], &v[j * dim..(j + 1) * dim], &mut o);
+                    }
+                    o
+                })
+                .collect();
+            let (mut a, mut b) = (vec![f32::NAN; dim], vec![f32::NAN; dim]);
+            weighted_rows::<2>([&p[0], &p[1]], &v, dim, range, [&mut a, &mut b]);
+            assert!(a == want[0] && b == want[1], "dim {dim}, rows {range:?}: two rows");
+            let mut c = vec![f32::NAN; dim];
+            weighted_rows::<1>([&p[1]], &v, dim, range, [&mut c]);
+            assert!(c == want[1], "dim {dim}, rows {range:?}: one row");
+        }
+    }
 
     #[test]
     fn exp_and_tanh_are_accurate() {
