@@ -146,7 +146,7 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
         let o_row = |qi: usize, gi: usize| unsafe {
             std::slice::from_raw_parts_mut(base.0.add((((i0 + qi) * p.h + h) * p.g + gi) * p.dv), p.dv)
         };
-        if p.dv % simd::WEIGHTED_COLS == 0 && p.dv > 0 {
+        if p.dv.is_multiple_of(simd::WEIGHTED_COLS) && p.dv > 0 {
             // Probabilities times values as register tiles: each query's rows (its group's
             // heads share its key range) over the value rows, decoded once for the block;
             // the same sums in the same order as one axpy per key.
