@@ -163,9 +163,14 @@ pub type Gathered = (Vec<usize>, Vec<Tensor<axes![seq, hidden]>>);
 /// The experts with rows (ascending ids) and, for each, its rows of `x` gathered (they stay
 /// `seq` rows, a subset of the positions).
 pub fn gather(x: &Tensor<axes![seq, hidden]>, assigned: &Assignment) -> Result<Gathered> {
-    let active: Vec<usize> = (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect();
+    let active = active(assigned);
     let xs = active.iter().map(|&e| gather_one(x, &assigned[e].0)).collect::<Result<_>>()?;
     Ok((active, xs))
+}
+
+/// The experts with rows, ascending.
+fn active(assigned: &Assignment) -> Vec<usize> {
+    (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect()
 }
 
 /// Rows `rows` of `x`.
@@ -200,7 +205,7 @@ pub fn combine(
     run: impl Fn(usize, &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> + Sync,
 ) -> Result<()> {
     let h = x.size::<hidden>();
-    let active: Vec<usize> = (0..assigned.len()).filter(|&e| !assigned[e].0.is_empty()).collect();
+    let active = active(assigned);
     let one = |e: usize| -> Result<Vec<f32>> { Ok(run(e, &gather_one(x, &assigned[e].0)?)?.to_f32_vec()) };
     let ctx = ExecContext::current();
     let outs: Vec<Vec<f32>> = if few_rows(assigned) {

@@ -572,12 +572,13 @@ impl Mlp {
         })
     }
 
-    /// `down(silu(gate x) * up x)`, the gate and up projections as one group of products.
+    /// `down(silu(gate x) * up x)`, the gate and up projections as one group of products
+    /// ([`Mlp::forward_group`] of this block alone).
     pub fn forward(&self, x: &Tensor<axes![seq, hidden]>) -> Result<Tensor<axes![seq, hidden]>> {
-        let mut group = ProductGroup::new();
-        let (gate, up) = (group.push(&self.gate, x)?, group.push(&self.up, x)?);
-        let mut out = group.run()?;
-        self.down.forward(&out.take(gate)?.silu()?.mul(&out.take(up)?)?)
+        Mlp::forward_group(&[self], &[x])?.pop().ok_or_else(|| FucinaError::InvalidArgument {
+            op: "Mlp::forward",
+            msg: "a group of one block gave no output".into(),
+        })
     }
 
     /// [`forward`](Mlp::forward) of each block on its own input (`mlps[i]` on `xs[i]`), the
@@ -599,9 +600,7 @@ impl Mlp {
         let mut out = group.run()?;
         down.into_iter().map(|d| out.take(d)).collect()
     }
-}
 
-impl Mlp {
     /// A mixture-of-experts layer's blocks run as one group ([`Mlp::forward_group`]: two
     /// parallel regions for the layer): every routed expert with rows (`experts(e)`, on its
     /// rows of `x` gathered) and the `shared` block (on all of `x`). Returns `[seq, hidden]`

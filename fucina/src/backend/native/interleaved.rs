@@ -63,10 +63,12 @@ fn tasks_per_thread(m: usize) -> usize {
 pub fn matmul_group(jobs: &mut [WeightJob<'_>]) {
     let mut preps: Vec<(Interleaved, *const f32, usize, usize, Prepared)> = Vec::new();
     let mut which = Vec::with_capacity(jobs.len());
+    let mut layouts = Vec::with_capacity(jobs.len());
     for j in jobs.iter() {
         let Some(f) = j.w.format.interleaved() else {
             panic!("interleaved::matmul_group: {:?} is not an interleaved layout", j.w.format)
         };
+        layouts.push(f);
         let key = (j.x.as_ptr(), j.x.len(), j.m);
         let same = |p: &(Interleaved, *const f32, usize, usize, Prepared)| {
             (p.1, p.2, p.3) == key && (p.0 == Interleaved::Q8_0) == (f == Interleaved::Q8_0)
@@ -106,14 +108,13 @@ pub fn matmul_group(jobs: &mut [WeightJob<'_>]) {
         }
     }
     tasks.retain(|t| !t.is_empty());
-    let mats: Vec<(WeightMat<'_>, usize)> = jobs.iter().map(|j| (j.w, j.m)).collect();
+    let mats: Vec<(Interleaved, WeightMat<'_>, usize)> =
+        jobs.iter().zip(&layouts).map(|(j, &f)| (f, j.w, j.m)).collect();
     let outs: Vec<Out> = jobs.iter_mut().map(|j| Out(j.y.as_mut_ptr())).collect();
     super::team::for_each(tasks.len(), |t| {
         for &(i, g0, g1) in &tasks[t] {
-            let (w, m) = &mats[i];
-            if let Some(f) = w.format.interleaved() {
-                fill_groups(f, w, &acts[which[i]], *m, g0, g1, &outs[i]);
-            }
+            let (f, w, m) = &mats[i];
+            fill_groups(*f, w, &acts[which[i]], *m, g0, g1, &outs[i]);
         }
     });
 }
