@@ -284,3 +284,30 @@ fn conv1d_by_name_in_any_layout() {
         }
     }
 }
+
+#[test]
+fn views_read_back_in_row_major_order_of_the_view() {
+    // Permuted, narrowed and both: the last axis contiguous (read by rows) or strided (read
+    // element by element), f32 and f16 storage, against indices computed by hand.
+    let (na, nb, nc) = (3, 4, 5);
+    let data: Vec<f32> = (0..na * nb * nc).map(|v| v as f32).collect();
+    let at = |i: usize, j: usize, l: usize| (i * nb * nc + j * nc + l) as f32;
+    let x = Tensor::<axes![a, b, c]>::from_vec(data.clone(), &[na, nb, nc]).unwrap();
+    let x16 = Tensor::<axes![a, b, c]>::from_vec(data.iter().map(|v| half::f16::from_f32(*v)).collect(), &[na, nb, nc])
+        .unwrap();
+    for t in [&x, &x16] {
+        // [b, a, c]: rows of c stay whole.
+        let v = t.permute::<axes![b, a, c]>().unwrap().narrow::<c>(1, 3).unwrap();
+        let want: Vec<f32> =
+            (0..nb).flat_map(|j| (0..na).flat_map(move |i| (1..4).map(move |l| at(i, j, l)))).collect();
+        assert_eq!(v.to_f32_vec(), want);
+        // [c, b, a]: the last axis strided.
+        let v = t.permute::<axes![c, b, a]>().unwrap().narrow::<b>(2, 2).unwrap();
+        let want: Vec<f32> =
+            (0..nc).flat_map(|l| (2..4).flat_map(move |j| (0..na).map(move |i| at(i, j, l)))).collect();
+        assert_eq!(v.to_f32_vec(), want);
+    }
+    let v = x.narrow::<a>(1, 2).unwrap().permute::<axes![b, a, c]>().unwrap();
+    let want: Vec<f32> = (0..nb).flat_map(|j| (1..3).flat_map(move |i| (0..nc).map(move |l| at(i, j, l)))).collect();
+    assert_eq!(v.to_vec::<f32>().unwrap(), want);
+}

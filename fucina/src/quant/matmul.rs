@@ -249,8 +249,9 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
 #[derive(Default)]
 pub struct ProductGroup<'a> {
     jobs: Vec<(WeightMat<'a>, usize, usize)>,
-    /// Each distinct input tensor (by address; the borrow keeps it from being replaced) as f32.
-    inputs: Vec<(*const (), Vec<f32>)>,
+    /// Each distinct input tensor (by address; the borrow keeps it from being replaced) as
+    /// f32: borrowed where it is a dense f32 tensor, else converted.
+    inputs: Vec<(*const (), std::borrow::Cow<'a, [f32]>)>,
 }
 
 /// A product pushed into a [`ProductGroup`], to take from its [`ProductOutputs`] as a
@@ -293,7 +294,11 @@ impl<'a> ProductGroup<'a> {
         let input = match self.inputs.iter().position(|(p, _)| *p == key) {
             Some(i) => i,
             None => {
-                self.inputs.push((key, x.to_f32_vec()));
+                let data = match x.raw().contiguous_slice::<f32>() {
+                    Some(v) => std::borrow::Cow::Borrowed(v),
+                    None => std::borrow::Cow::Owned(x.to_f32_vec()),
+                };
+                self.inputs.push((key, data));
                 self.inputs.len() - 1
             }
         };

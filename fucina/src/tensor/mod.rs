@@ -122,6 +122,48 @@ impl RawTensor {
         }
     }
 
+    /// Calls `f(start, len)` for every run of the view's elements that lie next to each
+    /// other in storage, in row-major order of the view: whole rows of the last axis when
+    /// its stride is 1 (a permuted or narrowed view of row-major data), else single
+    /// elements.
+    ///
+    /// ```
+    /// use fucina::prelude::*;
+    /// // [seq 2, head 3, head_dim 2] row-major, viewed as [head, seq, head_dim]: rows stay whole.
+    /// let x = Tensor::<axes![seq, head, head_dim]>::from_vec((0..12).map(|v| v as f32).collect(), &[2, 3, 2])?;
+    /// let t = x.permute::<axes![head, seq, head_dim]>()?;
+    /// let mut runs = Vec::new();
+    /// t.raw().for_each_run(|start, len| runs.push((start, len)));
+    /// assert_eq!(runs, [(0, 2), (6, 2), (2, 2), (8, 2), (4, 2), (10, 2)]);
+    /// assert_eq!(t.to_f32_vec(), [0.0, 1.0, 6.0, 7.0, 2.0, 3.0, 8.0, 9.0, 4.0, 5.0, 10.0, 11.0]);
+    /// # Ok::<(), fucina::FucinaError>(())
+    /// ```
+    pub fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
+        let shape = self.layout.shape();
+        let strides = self.layout.strides();
+        match (shape.last(), strides.last()) {
+            (Some(&len), Some(&1)) if len > 0 => {
+                let rank = shape.len();
+                let rows = shape[..rank - 1].iter().product::<usize>();
+                let mut idx = vec![0usize; rank - 1];
+                let mut pos = self.layout.offset();
+                for _ in 0..rows {
+                    f(pos, len);
+                    for d in (0..rank - 1).rev() {
+                        idx[d] += 1;
+                        pos += strides[d];
+                        if idx[d] < shape[d] {
+                            break;
+                        }
+                        pos -= strides[d] * shape[d];
+                        idx[d] = 0;
+                    }
+                }
+            }
+            _ => self.for_each_index(|i| f(i, 1)),
+        }
+    }
+
     /// All elements in row-major order, converted to f32.
     pub fn to_f32_vec(&self) -> Vec<f32> {
         let buf = self.storage.buffer();
@@ -136,7 +178,8 @@ impl RawTensor {
         }
         let mut out = Vec::with_capacity(self.numel());
         match buf {
-            Buffer::F32(v) => self.for_each_index(|i| out.push(v[i])),
+            Buffer::F32(v) => self.for_each_run(|i, n| out.extend_from_slice(&v[i..i + n])),
+            Buffer::F16(v) => self.for_each_run(|i, n| out.extend(v[i..i + n].iter().map(|x| x.to_f32()))),
             other => self.for_each_index(|i| out.push(other.get_f32(i))),
         }
         out
@@ -150,7 +193,7 @@ impl RawTensor {
             right: T::DTYPE,
         })?;
         let mut out = Vec::with_capacity(self.numel());
-        self.for_each_index(|i| out.push(slice[i]));
+        self.for_each_run(|i, n| out.extend_from_slice(&slice[i..i + n]));
         Ok(out)
     }
 

@@ -16,8 +16,9 @@ use super::super::interleave::{
 };
 use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, Q8_K_BYTES};
-use super::super::weights::{activation_row_bytes, quantize_activations, WeightJob, WeightMat};
+use super::super::weights::{activation_row_bytes, WeightJob, WeightMat};
 use super::simd::has_avx512_int;
+use super::weights::quantize_activations_rows;
 
 /// `y [m, n] = x [m, k] W^T` for an interleaved weight (`w.format.interleaved()` is some):
 /// groups of sixteen weight rows split over the pool.
@@ -136,7 +137,7 @@ impl Prepared {
         let (format, k) = (w.format, w.cols);
         let a_row = activation_row_bytes(format, k);
         let mut qa = vec![0u8; m * a_row];
-        quantize_activations(format, x, k, &mut qa);
+        quantize_activations_rows(format, x, k, m, &mut qa);
         let (mut ad, mut asum) = (Vec::new(), Vec::new());
         if f == Interleaved::Q8_0 {
             for blk in qa.chunks_exact(Q8_0_BYTES) {
