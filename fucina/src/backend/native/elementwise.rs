@@ -3,7 +3,6 @@
 use super::par;
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::{binary_scalar, strided_offset, unary_scalar, BinaryOp, FloatSlice, Strided, UnaryOp};
-use rayon::prelude::*;
 
 /// Elements per parallel task.
 const CHUNK: usize = 1 << 14;
@@ -80,7 +79,7 @@ pub fn unary(op: UnaryOp, x: &[f32], y: &mut [f32]) {
     if x.len() <= CHUNK || !par(x.len()) {
         unary_chunk(op, x, y);
     } else {
-        y.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(yc, xc)| unary_chunk(op, xc, yc));
+        super::par_chunks(y, CHUNK, 1, |c, yc| unary_chunk(op, &x[c * CHUNK..c * CHUNK + yc.len()], yc));
     }
 }
 
@@ -186,14 +185,14 @@ pub fn binary(op: BinaryOp, shape: &[usize], a: Strided<'_>, b: Strided<'_>, out
         for r in 0..rows {
             let oa = strided_offset(r * last, &sh, &st[0], a.offset);
             let ob = strided_offset(r * last, &sh, &st[1], b.offset);
-            out[r * last..(r + 1) * last].par_chunks_mut(CHUNK).enumerate().for_each(|(c, o)| {
+            super::par_chunks(&mut out[r * last..(r + 1) * last], CHUNK, 1, |c, o| {
                 let j0 = c * CHUNK;
                 let (xa, xb) = (&a.data[oa + j0 * sa..], &b.data[ob + j0 * sb..]);
                 binary_row(op, xa, sa, xb, sb, o);
             });
         }
     } else if n >= CHUNK && par(n) {
-        out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
+        super::par_chunks(out, last, (CHUNK / last).max(1), |r, o| row((r, o)));
     } else {
         out.chunks_mut(last).enumerate().for_each(row);
     }
@@ -217,7 +216,7 @@ pub fn copy_strided(src: FloatSlice<'_>, offset: usize, shape: &[usize], strides
         }
     };
     if n >= CHUNK && par(n) {
-        out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
+        super::par_chunks(out, last, (CHUNK / last).max(1), |r, o| row((r, o)));
     } else {
         out.chunks_mut(last).enumerate().for_each(row);
     }
@@ -241,7 +240,7 @@ pub fn select(shape: &[usize], cond: Strided<'_>, t: Strided<'_>, f: Strided<'_>
         }
     };
     if out.len() >= CHUNK && par(out.len()) {
-        out.par_chunks_mut(last).enumerate().with_min_len((CHUNK / last).max(1)).for_each(row);
+        super::par_chunks(out, last, (CHUNK / last).max(1), |r, o| row((r, o)));
     } else {
         out.chunks_mut(last).enumerate().for_each(row);
     }

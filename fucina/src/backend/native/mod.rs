@@ -53,6 +53,39 @@ pub fn par(work: usize) -> bool {
     work >= PAR_MIN && !in_serial() && rayon::current_thread_index().is_some()
 }
 
+/// The chunks of `len` elements of `out` (the last may be shorter) as `f(index, chunk)`,
+/// in tasks of at least `min` chunks (about four tasks per thread), through
+/// [`team::for_each`]: on the team this thread drives, so an elementwise op between two
+/// products runs on the helpers already spinning for the next product instead of on pool
+/// threads woken for it (which on two cores competed with the spinning helper); on the pool
+/// or serially otherwise. Which chunks a task gets never changes what it computes.
+pub(crate) fn par_chunks<T: Send>(out: &mut [T], len: usize, min: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let len = len.max(1);
+    let total = out.len();
+    let chunks = total.div_ceil(len);
+    let threads = rayon::current_num_threads().max(1);
+    let per = chunks.div_ceil(4 * threads).max(min).max(1);
+    let tasks = chunks.div_ceil(per);
+    if tasks <= 1 {
+        out.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c));
+        return;
+    }
+    struct Base<T>(*mut T);
+    // SAFETY: tasks write pairwise disjoint ranges of `out` (below), which outlives the region.
+    unsafe impl<T: Send> Sync for Base<T> {}
+    let base = Base(out.as_mut_ptr());
+    team::for_each(tasks, |t| {
+        let base = &base;
+        for c in t * per..((t + 1) * per).min(chunks) {
+            let (start, n) = (c * len, len.min(total - c * len));
+            // SAFETY: chunk c is `start..start + n` of `out`, inside it, and each chunk index
+            // belongs to exactly one task, which team::for_each runs exactly once.
+            let chunk = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), n) };
+            f(c, chunk);
+        }
+    });
+}
+
 /// Below this many elements (or multiply-adds) a kernel does not split its work.
 pub(crate) const PAR_MIN: usize = 1 << 14;
 
@@ -231,7 +264,7 @@ impl Kernels for Native {
             }
         };
         if par(out.len()) {
-            out.par_chunks_mut(cols).zip(ids.par_iter()).for_each(copy);
+            par_chunks(out, cols, 1, |r, row| copy((row, &ids[r])));
         } else {
             out.chunks_mut(cols).zip(ids.iter()).for_each(copy);
         }
@@ -302,6 +335,34 @@ impl Kernels for Native {
             out.par_chunks_mut(CHUNK).enumerate().for_each(fill)
         } else {
             out.chunks_mut(CHUNK).enumerate().for_each(fill)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn par_chunks_hands_every_chunk_once_with_its_index() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let team = Arc::new(team::Team::new(2).unwrap());
+        for (total, len, min) in [(1000, 7, 1), (1000, 7, 40), (64, 64, 1), (5, 1, 1), (0, 3, 1), (100_003, 1 << 14, 1)]
+        {
+            let mut out = vec![usize::MAX; total];
+            pool.install(|| {
+                team.enter(|| {
+                    par_chunks(&mut out, len, min, |c, chunk| {
+                        assert!(chunk.len() == len || (c + 1) * len >= total, "chunk {c} of {} elements", chunk.len());
+                        for (j, v) in chunk.iter_mut().enumerate() {
+                            assert_eq!(*v, usize::MAX, "element written twice");
+                            *v = c * len + j;
+                        }
+                    })
+                })
+            });
+            assert!(out.iter().enumerate().all(|(i, v)| *v == i), "{total} in chunks of {len}");
         }
     }
 }

@@ -3,7 +3,6 @@
 use super::par;
 use super::simd::{self, Fused, MulAdd, Unfused};
 use crate::backend::ReduceOp;
-use rayon::prelude::*;
 
 const ROWS_MIN: usize = 8;
 
@@ -125,7 +124,7 @@ fn rows(kind: RowKind<'_>, x: &[f32], rows: usize, cols: usize, out: &mut [f32])
     let out = &mut out[..rows * cols];
     let x = &x[..rows * cols];
     if par(rows * cols) {
-        out.par_chunks_mut(cols).zip(x.par_chunks(cols)).with_min_len(ROWS_MIN).for_each(f);
+        super::par_chunks(out, cols, ROWS_MIN, |r, o| f((o, &x[r * cols..(r + 1) * cols])));
     } else {
         out.chunks_mut(cols).zip(x.chunks(cols)).for_each(f);
     }
@@ -227,7 +226,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], outer: usize, len: usize, inner: usize, o
     }
     let f = |(o, xs): (&mut [f32], &[f32])| reduce_slab(op, xs, len, inner, o);
     if outer > 1 && par(outer * slab) {
-        out[..outer * inner].par_chunks_mut(inner).zip(x.par_chunks(slab)).for_each(f);
+        super::par_chunks(&mut out[..outer * inner], inner, 1, |r, o| f((o, &x[r * slab..(r + 1) * slab])));
     } else {
         out[..outer * inner].chunks_mut(inner).zip(x.chunks(slab)).for_each(f);
     }
