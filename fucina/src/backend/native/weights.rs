@@ -219,7 +219,7 @@ pub(super) fn quantize_activations_rows(format: WeightFormat, x: &[f32], k: usiz
         || out.len() < m * a_row
         || !may_split(m * k, 1 << 15)
     {
-        return quantize_activations(format, x, k, out);
+        return quantize_rows(format, x, k, out);
     }
     let per = m.div_ceil(4 * rayon::current_num_threads().max(1)).max(8);
     let parts: Vec<std::sync::Mutex<&mut [u8]>> =
@@ -228,9 +228,89 @@ pub(super) fn quantize_activations_rows(format: WeightFormat, x: &[f32], k: usiz
         // Each task locks only its own part: never contended.
         if let Ok(mut q) = parts[t].lock() {
             let rows = q.len() / a_row;
-            quantize_activations(format, &x[t * per * k..(t * per + rows) * k], k, &mut q);
+            quantize_rows(format, &x[t * per * k..(t * per + rows) * k], k, &mut q);
         }
     });
+}
+
+/// [`quantize_activations`] on this CPU: Q8_K rows (the K-quants' activations) with AVX-512
+/// where the integer kernels run, the same bytes as the scalar quantizer (tested); everything
+/// else by it.
+fn quantize_rows(format: WeightFormat, x: &[f32], k: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(format.plain(), WeightFormat::K(_)) && k.is_multiple_of(qdot_k::QK_K) && super::simd::has_avx512_int() {
+        let a_row = activation_row_bytes(format, k);
+        for (row, q) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(a_row.max(1))) {
+            for (b, o) in row.chunks_exact(qdot_k::QK_K).zip(q.chunks_exact_mut(qdot_k::Q8_K_BYTES)) {
+                // SAFETY: has_avx512_int reports AVX-512 F/BW/VL; one whole block and its bytes.
+                unsafe { q8k_avx512::quantize_block(b, o) };
+            }
+        }
+        return;
+    }
+    quantize_activations(format, x, k, out)
+}
+
+/// One Q8_K block with AVX-512: `qdot_k::quantize_row_q8_k`'s bytes, vectorized.
+#[cfg(target_arch = "x86_64")]
+mod q8k_avx512 {
+    use super::qdot_k::{Q8_K_BYTES, QK_K};
+    use std::arch::x86_64::*;
+
+    /// Quantizes 256 values (`x`) into one Q8_K block (`o`, 292 bytes): the scale of the
+    /// first value of largest magnitude (NaN ignored, as the scalar loop's `>` ignores it),
+    /// levels rounded to nearest even (the scalar's magic-number rounding, for |v| <= 127)
+    /// and capped at 127, truncated to a byte as the scalar's `as i8` does (a NaN level, 0),
+    /// and the sums of sixteen levels.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW/VL; `x` holds 256 values and `o` 292 bytes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub unsafe fn quantize_block(x: &[f32], o: &mut [u8]) {
+        assert!(x.len() >= QK_K && o.len() >= Q8_K_BYTES, "quantize_block: sizes");
+        let xp = x.as_ptr();
+        let abs_mask = _mm512_set1_epi32(0x7fff_ffff);
+        let mut m = _mm512_setzero_ps();
+        for g in 0..16 {
+            // SAFETY: values 16g..16g+16 lie in `x`.
+            let v = unsafe { _mm512_loadu_ps(xp.add(16 * g)) };
+            let a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask));
+            // NaN in `a` gives `m` back (the second operand): a NaN never becomes the maximum.
+            m = _mm512_max_ps(a, m);
+        }
+        let amax = _mm512_reduce_max_ps(m);
+        if amax == 0.0 {
+            o[..Q8_K_BYTES].fill(0);
+            return;
+        }
+        let target = _mm512_set1_ps(amax);
+        let mut max = amax;
+        for g in 0..16 {
+            // SAFETY: as above.
+            let v = unsafe { _mm512_loadu_ps(xp.add(16 * g)) };
+            let a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask));
+            let hit = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a, target);
+            if hit != 0 {
+                max = x[16 * g + hit.trailing_zeros() as usize];
+                break;
+            }
+        }
+        let iscale = -127.0 / max;
+        o[..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+        let (sv, cap) = (_mm512_set1_ps(iscale), _mm512_set1_epi32(127));
+        let op = o.as_mut_ptr();
+        for g in 0..16 {
+            // SAFETY: as above; bytes 4 + 16g..20 + 16g and 260 + 2g..262 + 2g lie in `o`.
+            unsafe {
+                let v = _mm512_loadu_ps(xp.add(16 * g));
+                let q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(sv, v)), cap);
+                let bytes = _mm512_cvtepi32_epi8(q);
+                _mm_storeu_si128(op.add(4 + 16 * g).cast(), bytes);
+                let sum = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes)) as i16;
+                std::ptr::copy_nonoverlapping(sum.to_le_bytes().as_ptr(), op.add(260 + 2 * g), 2);
+            }
+        }
+    }
 }
 
 /// How far ahead of the row in hand the integer row kernels start reading in decode: a
@@ -380,5 +460,50 @@ impl Cols {
         debug_assert!(j < self.n);
         // SAFETY: the caller's contract: inside the buffer, and no other task writes column j.
         unsafe { *self.ptr.add(i * self.n + j) = v };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q8k_rows_on_this_cpu_equal_the_scalar_quantizer() {
+        let k = 4 * qdot_k::QK_K;
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        let mut s = 0x9e37_79b9u32;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        };
+        for scale in [1e-6f32, 0.1, 1.0, 37.0, 3e4] {
+            rows.push((0..k).map(|_| next() * scale).collect());
+        }
+        // Ties in magnitude (the first wins, whatever its sign), a negative maximum, exact
+        // halves after scaling, zero blocks, NaN and infinities.
+        let mut r = vec![0.0f32; k];
+        r[5] = -2.0;
+        r[9] = 2.0;
+        r[300] = 2.0;
+        r[290] = -2.0;
+        for (i, v) in r.iter_mut().enumerate().skip(512).take(256) {
+            *v = (i % 255) as f32 - 127.0;
+        }
+        r[700] = f32::NAN;
+        r[800] = f32::INFINITY;
+        r[801] = 1.0;
+        rows.push(r);
+        rows.push((0..k).map(|i| if i % 3 == 0 { f32::NAN } else { (i as f32 * 0.37).sin() }).collect());
+        rows.push((0..k).map(|i| (i as f32 + 0.5) * 127.0 / 256.0).collect());
+        for (n, x) in rows.iter().enumerate() {
+            let f = WeightFormat::K(KFormat::Q4K);
+            let a_row = activation_row_bytes(f, k);
+            let (mut want, mut got) = (vec![0u8; a_row], vec![0xAAu8; a_row]);
+            qdot_k::quantize_row_q8_k(x, &mut want);
+            quantize_rows(f, x, k, &mut got);
+            assert_eq!(got, want, "row {n}");
+        }
     }
 }
