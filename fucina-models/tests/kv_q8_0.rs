@@ -87,8 +87,8 @@ fn compare(a: &[f32], b: &[f32]) -> (f64, f32) {
 #[test]
 fn q8_0_cache_logits_stay_close_to_f32() {
     // (file, max 1 - cosine, max relative difference). Measured 2026-12-04 (native):
-    // qwen3 2.9e-5 / 0.0075, qwen3moe 4.6e-5 / 0.0104, deepseek2 1.3e-5 / 0.0059; native vs
-    // scalar 3e-7. The bounds are about twice the measured values.
+    // qwen3 2.9e-5 / 0.0075, qwen3moe 4.6e-5 / 0.0104, deepseek2 1.3e-5 / 0.0059. The bounds
+    // are about twice the measured values.
     for (name, path, max_cos, max_rel) in [
         ("qwen3", qwen3(false, "close"), 6e-5, 0.015),
         ("qwen3moe", qwen3(true, "close"), 9e-5, 0.02),
@@ -103,7 +103,11 @@ fn q8_0_cache_logits_stay_close_to_f32() {
         assert!(rel > 0.0, "{name}: the q8_0 cache gave exactly the f32 logits: it was not used");
         let (_, backends) = compare(&native, &scalar);
         eprintln!("{name}: q8_0 native vs scalar {backends:.2e}");
-        assert!(backends <= 1e-4, "{name}: native and scalar q8_0 caches differ by {backends}");
+        // 3e-7 with SIMD; 3.4e-4 (qwen3) under FUCINA_NO_SIMD, where the portable f32 sums
+        // round differently and flip a few int8 levels of the cache (rounding to a level is
+        // discontinuous). Still 15-40x under the q8_0-vs-f32 difference, which a wrong q8_0
+        // path would exceed.
+        assert!(backends <= 1e-3, "{name}: native and scalar q8_0 caches differ by {backends}");
         // f16 stays the closer of the two.
         let (cos16, _) = compare(&logits(&path, BackendKind::Native, KvType::F16), &f32s);
         assert!(cos16 <= cos, "{name}: f16 cache further from f32 ({cos16}) than q8_0 ({cos})");
