@@ -98,28 +98,8 @@ impl RawTensor {
     }
 
     /// Calls `f(storage_index)` for every element in row-major order of the view.
-    pub fn for_each_index(&self, mut f: impl FnMut(usize)) {
-        let shape = self.layout.shape();
-        let strides = self.layout.strides();
-        let n = self.numel();
-        if n == 0 {
-            return;
-        }
-        let rank = shape.len();
-        let mut idx = vec![0usize; rank];
-        let mut pos = self.layout.offset();
-        for _ in 0..n {
-            f(pos);
-            for d in (0..rank).rev() {
-                idx[d] += 1;
-                pos += strides[d];
-                if idx[d] < shape[d] {
-                    break;
-                }
-                pos -= strides[d] * shape[d];
-                idx[d] = 0;
-            }
-        }
+    pub fn for_each_index(&self, f: impl FnMut(usize)) {
+        walk(self.layout.shape(), self.layout.strides(), self.layout.offset(), f);
     }
 
     /// Calls `f(start, len)` for every run of the view's elements that lie next to each
@@ -139,26 +119,11 @@ impl RawTensor {
     /// # Ok::<(), fucina::FucinaError>(())
     /// ```
     pub fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
-        let shape = self.layout.shape();
-        let strides = self.layout.strides();
+        let (shape, strides) = (self.layout.shape(), self.layout.strides());
         match (shape.last(), strides.last()) {
             (Some(&len), Some(&1)) if len > 0 => {
-                let rank = shape.len();
-                let rows = shape[..rank - 1].iter().product::<usize>();
-                let mut idx = vec![0usize; rank - 1];
-                let mut pos = self.layout.offset();
-                for _ in 0..rows {
-                    f(pos, len);
-                    for d in (0..rank - 1).rev() {
-                        idx[d] += 1;
-                        pos += strides[d];
-                        if idx[d] < shape[d] {
-                            break;
-                        }
-                        pos -= strides[d] * shape[d];
-                        idx[d] = 0;
-                    }
-                }
+                let outer = shape.len() - 1;
+                walk(&shape[..outer], &strides[..outer], self.layout.offset(), |pos| f(pos, len));
             }
             _ => self.for_each_index(|i| f(i, 1)),
         }
@@ -205,6 +170,26 @@ impl RawTensor {
         let s = T::slice(self.storage.buffer())?;
         let o = self.layout.offset();
         Some(&s[o..o + self.numel()])
+    }
+}
+
+/// Calls `f(position)` for every index of `shape` in row-major order, `position` being its
+/// storage index under `strides` from `offset` (once, at `offset`, for an empty shape).
+fn walk(shape: &[usize], strides: &[usize], offset: usize, mut f: impl FnMut(usize)) {
+    let n: usize = shape.iter().product();
+    let mut idx = vec![0usize; shape.len()];
+    let mut pos = offset;
+    for _ in 0..n {
+        f(pos);
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            pos += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            pos -= strides[d] * shape[d];
+            idx[d] = 0;
+        }
     }
 }
 
