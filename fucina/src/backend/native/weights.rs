@@ -221,16 +221,8 @@ pub(super) fn quantize_activations_rows(format: WeightFormat, x: &[f32], k: usiz
     {
         return quantize_rows(format, x, k, out);
     }
-    let per = m.div_ceil(4 * rayon::current_num_threads().max(1)).max(8);
-    let parts: Vec<std::sync::Mutex<&mut [u8]>> =
-        out[..m * a_row].chunks_mut(per * a_row).map(std::sync::Mutex::new).collect();
-    super::team::for_each(parts.len(), |t| {
-        // Each task locks only its own part: never contended.
-        if let Ok(mut q) = parts[t].lock() {
-            let rows = q.len() / a_row;
-            quantize_rows(format, &x[t * per * k..(t * per + rows) * k], k, &mut q);
-        }
-    });
+    // One chunk per row, at least eight rows per task.
+    super::par_chunks(&mut out[..m * a_row], a_row, 8, |r, q| quantize_rows(format, &x[r * k..(r + 1) * k], k, q));
 }
 
 /// [`quantize_activations`] on this CPU: Q8_K rows (the K-quants' activations) with AVX-512
