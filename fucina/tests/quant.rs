@@ -452,6 +452,7 @@ fn qlinear_matches_nn_linear_in_any_layout() {
 /// after another; on one thread and two. `ProductGroup` hands each result back once, typed.
 #[test]
 fn weight_groups_equal_one_product_each() {
+    use fucina::backend::fdot::FloatRow;
     use fucina::backend::interleave::{interleave, Interleaved};
     use fucina::backend::qdot_k::KFormat;
     use fucina::backend::{BackendKind, Kernels, WeightFormat, WeightJob, WeightMat};
@@ -460,6 +461,12 @@ fn weight_groups_equal_one_product_each() {
     let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
     let quantized = |ty: GgmlType, n: usize, k: usize, seed: usize| {
         quantize(ty, &(0..n * k).map(|i| val(seed, i)).collect::<Vec<_>>()).unwrap()
+    };
+    let f16_bytes = |n: usize, seed: usize| -> Vec<u8> {
+        (0..n).flat_map(|i| half::f16::from_f32(val(seed, i)).to_le_bytes()).collect()
+    };
+    let bf16_bytes = |n: usize, seed: usize| -> Vec<u8> {
+        (0..n).flat_map(|i| half::bf16::from_f32(val(seed, i)).to_le_bytes()).collect()
     };
     let packed = |f: Interleaved, n: usize, k: usize, data: &[u8]| {
         let mut out = vec![0u8; data.len()];
@@ -481,11 +488,17 @@ fn weight_groups_equal_one_product_each() {
         (WeightFormat::Q4KX16, 16, 256, packed(Interleaved::Q4K, 16, 256, &quantized(GgmlType::Q4_K, 16, 256, 7))),
         (WeightFormat::K(KFormat::Q5K), 64, 1024, quantized(GgmlType::Q5_K, 64, 1024, 8)),
         (WeightFormat::Q8_0, 64, 1024, quantized(GgmlType::Q8_0, 64, 1024, 9)),
+        (WeightFormat::Float(FloatRow::F16), 96, 1024, f16_bytes(96 * 1024, 11)),
+        (WeightFormat::Float(FloatRow::F16), 40, 1024, f16_bytes(40 * 1024, 12)),
+        (WeightFormat::Float(FloatRow::BF16), 72, 512, bf16_bytes(72 * 512, 13)),
     ];
     // Groups as indices into `weights`, each product's activation rows, and which products
     // read the first product's activations (same slice) instead of their own.
-    let groups: [(&[usize], &[usize], &[bool]); 6] = [
+    let groups: [(&[usize], &[usize], &[bool]); 8] = [
         (&[7, 8, 7, 8, 7], &[1, 1, 1, 1, 1], &[false, false, false, false, true]),
+        // Float weights (f16, bf16), one row each, next to each other and next to Q8_0.
+        (&[9, 10, 9, 11, 10], &[1, 1, 1, 1, 1], &[false, false, true, false, false]),
+        (&[9, 10, 8], &[1, 1, 1], &[false, true, false]),
         (&[0, 3], &[1, 1], &[false, true]),
         (&[0, 1, 2, 3, 6], &[1, 3, 9, 2, 5], &[false, false, false, false, false]),
         (&[0, 3, 0], &[4, 4, 4], &[false, true, true]),
