@@ -21,7 +21,29 @@ unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
 /// A tile kernel: `out[i * ldo + j] = dot(x row i, w row j)` for the tile's rows.
-type Tile = unsafe fn(FloatRow, &[f32], usize, &[u8], usize, usize, *mut f32, usize);
+type Tile = unsafe fn(FloatRow, &[f32], usize, &[u8], usize, *mut f32, usize);
+
+/// The register tiles of this CPU: `pick(rm, rn)` for `rm` in {1, `rm`} and `rn` in
+/// `1..=rn`, so that the edges of a product (rows past the last whole tile, weight rows past
+/// the last whole tile) also run as tiles of lane sums rather than one dot product each.
+struct Tiles {
+    rm: usize,
+    rn: usize,
+    pick: fn(usize, usize) -> Tile,
+}
+
+impl Tiles {
+    /// The tiles for this CPU, if it has them (AVX-512 or AVX2 with F16C).
+    fn detect() -> Option<Tiles> {
+        match simd::level() {
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 if crate::backend::qdot::has_f16c() => Some(Tiles { rm: 4, rn: 6, pick: x86::pick_avx512 }),
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2Fma if crate::backend::qdot::has_f16c() => Some(Tiles { rm: 3, rn: 4, pick: x86::pick_avx2 }),
+            _ => None,
+        }
+    }
+}
 
 /// `y [m, n] = x [m, k] * w [n, k]^T` for a float weight stored as bytes of `fmt`.
 #[allow(clippy::too_many_arguments)]
@@ -30,48 +52,39 @@ pub fn gemm_rows(m: usize, n: usize, k: usize, x: &[f32], w: &[u8], fmt: FloatRo
     if m == 0 || n == 0 {
         return;
     }
-    let (tile, rm, rn): (Option<Tile>, usize, usize) = match simd::level() {
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512 if crate::backend::qdot::has_f16c() => (Some(x86::tile_avx512), 4, 6),
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx2Fma if crate::backend::qdot::has_f16c() => (Some(x86::tile_avx2), 3, 4),
-        _ => (None, 1, 1),
-    };
+    let tiles = Tiles::detect();
+    let rn = tiles.as_ref().map_or(1, |t| t.rn);
     let row = fdot::row_kernel(fmt);
     let wb = k * fmt.width();
     let out = OutPtr(y.as_mut_ptr());
-    // Columns j0..j1 for all rows: full tiles by the tile kernel, the edges by row dots.
-    // Columns j0..j1 (a block of weight rows that stays in L2) for all rows.
+    // Columns j0..j1 (a block of weight rows that stays in L2) for all rows: whole tiles, then
+    // the leftover rows one at a time, then the leftover weight rows as narrower tiles.
     let block = |j0: usize, j1: usize| {
         let o = out;
         for i0 in (0..m).step_by(IBLOCK) {
             let i1 = (i0 + IBLOCK).min(m);
             let mut j = j0;
-            if let Some(tile) = tile {
-                while j + rn <= j1 {
-                    let mut i = i0;
-                    while i + rm <= i1 {
-                        // SAFETY: rows i..i+rm of x and j..j+rn of w exist; the tile writes
-                        // out[(i..i+rm) * n + (j..j+rn)], inside y and inside this task's columns.
-                        unsafe { tile(fmt, &x[i * k..], k, &w[j * wb..], wb, rn, o.0.add(i * n + j), n) };
-                        i += rm;
+            while j < j1 {
+                let cols = rn.min(j1 - j);
+                let Some(t) = &tiles else {
+                    for ii in i0..i1 {
+                        // SAFETY: row lengths match (k values each); (ii, j) is this task's.
+                        unsafe { *o.0.add(ii * n + j) = row(&w[j * wb..(j + 1) * wb], &x[ii * k..(ii + 1) * k]) };
                     }
-                    for ii in i..i1 {
-                        for jj in j..j + rn {
-                            // SAFETY: row lengths match (k values each); (ii, jj) is this task's.
-                            unsafe {
-                                *o.0.add(ii * n + jj) = row(&w[jj * wb..(jj + 1) * wb], &x[ii * k..(ii + 1) * k])
-                            };
-                        }
-                    }
-                    j += rn;
+                    j += 1;
+                    continue;
+                };
+                let (full, one) = ((t.pick)(t.rm, cols), (t.pick)(1, cols));
+                let mut i = i0;
+                while i < i1 {
+                    let (tile, rows) = if i + t.rm <= i1 { (full, t.rm) } else { (one, 1) };
+                    // SAFETY: rows i..i+rows of x and j..j+cols of w exist; the tile writes
+                    // out[(i..i+rows) * n + (j..j+cols)], inside y and inside this task's columns;
+                    // `pick` returned a kernel of exactly that shape for this CPU.
+                    unsafe { tile(fmt, &x[i * k..], k, &w[j * wb..], wb, o.0.add(i * n + j), n) };
+                    i += rows;
                 }
-            }
-            for jj in j..j1 {
-                for ii in i0..i1 {
-                    // SAFETY: as above.
-                    unsafe { *o.0.add(ii * n + jj) = row(&w[jj * wb..(jj + 1) * wb], &x[ii * k..(ii + 1) * k]) };
-                }
+                j += cols;
             }
         }
     };
@@ -101,41 +114,40 @@ mod x86 {
     /// Writes a register-tiled dot-product kernel of `RM` activation rows by up to `RN`
     /// weight rows over `LANES`-wide vectors.
     macro_rules! tile_kernel {
-        ($name:ident, $feature:literal, rm: $rm:literal, rn: $rn:literal, lanes: $lanes:literal,
-         vec: $vec:ty, zero: $zero:ident, loadu: $loadu:ident, fma: $fma:ident, reduce: $reduce:ident,
+        ($name:ident, $feature:literal, lanes: $lanes:literal,
+         vec: $vec:ty, zero: $zero:ident, loadu: $loadu:ident, fma: $fma:ident, store: $store:ident,
          f16: $f16:ident, bf16: $bf16:ident) => {
             /// Tile kernel (see the module docs).
             ///
             /// # Safety
             /// The CPU has the enabled features; `x` holds `RM` rows of `k` f32 at stride `k`;
-            /// `w` holds `rn` (<= RN) rows of `k` values of `fmt` at stride `wb` bytes; `out`
-            /// is valid for `RM` rows of `rn` floats at stride `ldo`.
+            /// `w` holds `RN` rows of `k` values of `fmt` at stride `wb` bytes; `out` is valid
+            /// for `RM` rows of `RN` floats at stride `ldo`.
             #[target_feature(enable = $feature)]
             #[allow(clippy::too_many_arguments)]
-            pub unsafe fn $name(
+            pub unsafe fn $name<const RM: usize, const RN: usize>(
                 fmt: FloatRow,
                 x: &[f32],
                 k: usize,
                 w: &[u8],
                 wb: usize,
-                rn: usize,
                 out: *mut f32,
                 ldo: usize,
             ) {
-                const RM: usize = $rm;
-                const RN: usize = $rn;
                 const L: usize = $lanes;
-                debug_assert!(rn == RN);
-                let mut acc: [[$vec; RN]; RM] = [[$zero(); RN]; RM];
                 let xp = x.as_ptr();
                 let wp = w.as_ptr();
                 let steps = k / L;
-                // SAFETY: (loads) p * L + L <= k values of every row; weights widened per format.
+                // SAFETY: (loads) p * L + L <= k values of every row; weights widened per format;
+                // the features of this function are enabled and `out` is valid for the tile (the
+                // caller's contract).
                 unsafe {
-                    // The loop, with the weight load `$at -> vector` spelled out per format (no
-                    // closures, so everything inlines under this function's target features).
+                    // The loop and the write of the tile's sums, with the weight load spelled out
+                    // per format (no closures, so everything inlines under this function's target
+                    // features; one accumulator array per arm, so LLVM keeps it in registers).
                     macro_rules! run {
-                        ($bp:ident, $p:ident => $load_w:expr) => {
+                        ($bp:ident, $p:ident => $load_w:expr) => {{
+                            let mut acc: [[$vec; RN]; RM] = [[$zero(); RN]; RM];
                             for $p in 0..steps {
                                 let mut a: [$vec; RM] = [$zero(); RM];
                                 for i in 0..RM {
@@ -149,7 +161,9 @@ mod x86 {
                                     }
                                 }
                             }
-                        };
+                            // All RM x RN lane sums at once, in registers, written row by row.
+                            $store::<RM, RN>(&acc, out, ldo);
+                        }};
                     }
                     match fmt {
                         FloatRow::F32 => run!(bp, p => $loadu(bp.cast::<f32>().add(p * L))),
@@ -157,26 +171,109 @@ mod x86 {
                         FloatRow::BF16 => run!(bp, p => $bf16(bp.add(2 * p * L))),
                     }
                 }
-                for i in 0..RM {
-                    for j in 0..RN {
-                        // SAFETY: the features of this function are enabled.
-                        let mut s: f32 = unsafe { $reduce(acc[i][j]) };
-                        for q in steps * L..k {
-                            s += x[i * k + q] * fmt.get(&w[j * wb..], q);
+                if steps * L < k {
+                    for i in 0..RM {
+                        for j in 0..RN {
+                            let mut s = 0.0f32;
+                            for q in steps * L..k {
+                                s += x[i * k + q] * fmt.get(&w[j * wb..], q);
+                            }
+                            // SAFETY: (i, j) is inside the tile the caller guarantees.
+                            unsafe { *out.add(i * ldo + j) += s };
                         }
-                        // SAFETY: (i, j) is inside the tile the caller guarantees.
-                        unsafe { *out.add(i * ldo + j) = s };
                     }
                 }
             }
         };
     }
 
+    /// Lane `l` of the result is the sum of the sixteen lanes of `v[l]`: four rounds of
+    /// shuffles and adds, each halving the vectors (45 instructions for 16 sums, where one
+    /// reduction per vector takes about 7 and a trip through memory). Written out without
+    /// loops or indexing so that everything stays in registers.
     #[inline(always)]
-    unsafe fn sum512(v: __m512) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe { _mm512_reduce_add_ps(v) }
+    unsafe fn hsum16_512(v: [__m512; 16]) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F; no memory is touched.
+        unsafe {
+            // Pairs: 128-bit chunk q holds [a0+a2, b0+b2, a1+a3, b1+b3] of that chunk.
+            let pair = |a: __m512, b: __m512| _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+            // Quads: chunk q holds the chunk-q sums of four vectors in its four lanes.
+            let quad =
+                |c: __m512, d: __m512| _mm512_add_ps(_mm512_shuffle_ps::<0x44>(c, d), _mm512_shuffle_ps::<0xEE>(c, d));
+            // Chunks: [e0+e1, e2+e3, f0+f1, f2+f3].
+            let chunks = |e: __m512, f: __m512| {
+                _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(e, f), _mm512_shuffle_f32x4::<0xDD>(e, f))
+            };
+            let [v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15] = v;
+            let q0 = quad(pair(v0, v1), pair(v2, v3));
+            let q1 = quad(pair(v4, v5), pair(v6, v7));
+            let q2 = quad(pair(v8, v9), pair(v10, v11));
+            let q3 = quad(pair(v12, v13), pair(v14, v15));
+            chunks(chunks(q0, q1), chunks(q2, q3))
+        }
+    }
+
+    /// Writes the lane sums of an `RM x RN` tile of accumulators (`RM * RN <= 32`, `RN <= 16`):
+    /// `out[i * ldo + j] = sum of acc[i][j]`.
+    #[inline(always)]
+    unsafe fn store_512<const RM: usize, const RN: usize>(acc: &[[__m512; RN]; RM], out: *mut f32, ldo: usize) {
+        const { assert!(RM * RN <= 32 && RN <= 16) };
+        // SAFETY: the caller guarantees AVX-512F and that `out` is valid for RM rows of RN
+        // floats at stride `ldo`; each masked store writes RN floats of one row.
+        unsafe {
+            // Accumulator f of the row-major tile, zero past its end (constant after inlining).
+            let g = |f: usize| if f < RM * RN { acc[f / RN][f % RN] } else { _mm512_setzero_ps() };
+            let lo = hsum16_512([
+                g(0),
+                g(1),
+                g(2),
+                g(3),
+                g(4),
+                g(5),
+                g(6),
+                g(7),
+                g(8),
+                g(9),
+                g(10),
+                g(11),
+                g(12),
+                g(13),
+                g(14),
+                g(15),
+            ]);
+            let hi = if RM * RN > 16 {
+                hsum16_512([
+                    g(16),
+                    g(17),
+                    g(18),
+                    g(19),
+                    g(20),
+                    g(21),
+                    g(22),
+                    g(23),
+                    g(24),
+                    g(25),
+                    g(26),
+                    g(27),
+                    g(28),
+                    g(29),
+                    g(30),
+                    g(31),
+                ])
+            } else {
+                lo
+            };
+            let mask: __mmask16 = ((1u32 << RN) - 1) as __mmask16;
+            let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            for i in 0..RM {
+                // Lanes i*RN .. i*RN+RN of (lo, hi): indices 0..15 pick lo, 16..31 hi.
+                let idx = _mm512_and_si512(
+                    _mm512_add_epi32(_mm512_set1_epi32((i * RN) as i32), lanes),
+                    _mm512_set1_epi32(31),
+                );
+                _mm512_mask_storeu_ps(out.add(i * ldo), mask, _mm512_permutex2var_ps(lo, idx, hi));
+            }
+        }
     }
 
     #[inline(always)]
@@ -191,14 +288,41 @@ mod x86 {
         unsafe { _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast())), 16)) }
     }
 
+    /// Lane `l` of the result is the sum of the eight lanes of `v[l]` (three rounds of
+    /// shuffles and adds, as [`hsum16_512`]).
     #[inline(always)]
-    unsafe fn sum256(v: __m256) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
+    unsafe fn hsum8_256(v: [__m256; 8]) -> __m256 {
+        // SAFETY: the caller guarantees AVX; no memory is touched.
         unsafe {
-            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+            let pair = |a: __m256, b: __m256| _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+            let quad =
+                |c: __m256, d: __m256| _mm256_add_ps(_mm256_shuffle_ps::<0x44>(c, d), _mm256_shuffle_ps::<0xEE>(c, d));
+            let [v0, v1, v2, v3, v4, v5, v6, v7] = v;
+            let (e, f) = (quad(pair(v0, v1), pair(v2, v3)), quad(pair(v4, v5), pair(v6, v7)));
+            _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(e, f), _mm256_permute2f128_ps::<0x31>(e, f))
+        }
+    }
+
+    /// Writes the lane sums of an `RM x RN` tile of accumulators (`RM * RN <= 16`):
+    /// `out[i * ldo + j] = sum of acc[i][j]`.
+    #[inline(always)]
+    unsafe fn store_256<const RM: usize, const RN: usize>(acc: &[[__m256; RN]; RM], out: *mut f32, ldo: usize) {
+        const { assert!(RM * RN <= 16) };
+        // SAFETY: the caller guarantees AVX and that `out` is valid for RM rows of RN floats at
+        // stride `ldo`; the sums go through a local buffer.
+        unsafe {
+            let g = |f: usize| if f < RM * RN { acc[f / RN][f % RN] } else { _mm256_setzero_ps() };
+            let mut sums = [0.0f32; 16];
+            _mm256_storeu_ps(sums.as_mut_ptr(), hsum8_256([g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7)]));
+            if RM * RN > 8 {
+                let hi = hsum8_256([g(8), g(9), g(10), g(11), g(12), g(13), g(14), g(15)]);
+                _mm256_storeu_ps(sums.as_mut_ptr().add(8), hi);
+            }
+            for i in 0..RM {
+                for j in 0..RN {
+                    *out.add(i * ldo + j) = sums[i * RN + j];
+                }
+            }
         }
     }
 
@@ -274,25 +398,53 @@ mod x86 {
             }
         }
         let tile = [[c00, c01, c02, c03], [c10, c11, c12, c13], [c20, c21, c22, c23], [c30, c31, c32, c33]];
-        for (i, row) in tile.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                // SAFETY: (i, j) is inside the tile the caller guarantees.
-                unsafe { *out.add(i * ldo + j) = _mm512_reduce_add_ps(*v) };
-            }
-        }
+        // SAFETY: AVX-512F is enabled here; `out` is valid for the 4 x 4 tile (the contract).
+        unsafe { store_512::<4, 4>(&tile, out, ldo) };
     }
 
     tile_kernel!(
-        tile_avx512, "avx512f,avx2,fma,f16c", rm: 4, rn: 6, lanes: 16,
+        tile_avx512, "avx512f,avx2,fma,f16c", lanes: 16,
         vec: __m512, zero: _mm512_setzero_ps, loadu: _mm512_loadu_ps, fma: _mm512_fmadd_ps,
-        reduce: sum512, f16: f16_512, bf16: bf16_512
+        store: store_512, f16: f16_512, bf16: bf16_512
     );
 
     tile_kernel!(
-        tile_avx2, "avx2,fma,f16c", rm: 3, rn: 4, lanes: 8,
+        tile_avx2, "avx2,fma,f16c", lanes: 8,
         vec: __m256, zero: _mm256_setzero_ps, loadu: _mm256_loadu_ps, fma: _mm256_fmadd_ps,
-        reduce: sum256, f16: f16_256, bf16: bf16_256
+        store: store_256, f16: f16_256, bf16: bf16_256
     );
+
+    /// The AVX-512 tile of `rm` (4 or 1) activation rows by `rn` (1..=6) weight rows.
+    pub fn pick_avx512(rm: usize, rn: usize) -> super::Tile {
+        match (rm, rn) {
+            (4, 6) => tile_avx512::<4, 6>,
+            (4, 5) => tile_avx512::<4, 5>,
+            (4, 4) => tile_avx512::<4, 4>,
+            (4, 3) => tile_avx512::<4, 3>,
+            (4, 2) => tile_avx512::<4, 2>,
+            (4, _) => tile_avx512::<4, 1>,
+            (_, 6) => tile_avx512::<1, 6>,
+            (_, 5) => tile_avx512::<1, 5>,
+            (_, 4) => tile_avx512::<1, 4>,
+            (_, 3) => tile_avx512::<1, 3>,
+            (_, 2) => tile_avx512::<1, 2>,
+            _ => tile_avx512::<1, 1>,
+        }
+    }
+
+    /// The AVX2 tile of `rm` (3 or 1) activation rows by `rn` (1..=4) weight rows.
+    pub fn pick_avx2(rm: usize, rn: usize) -> super::Tile {
+        match (rm, rn) {
+            (3, 4) => tile_avx2::<3, 4>,
+            (3, 3) => tile_avx2::<3, 3>,
+            (3, 2) => tile_avx2::<3, 2>,
+            (3, _) => tile_avx2::<3, 1>,
+            (_, 4) => tile_avx2::<1, 4>,
+            (_, 3) => tile_avx2::<1, 3>,
+            (_, 2) => tile_avx2::<1, 2>,
+            _ => tile_avx2::<1, 1>,
+        }
+    }
 }
 
 /// The bf16 tile without bf16 instructions: the same values widened to f32 (exact) and
@@ -433,5 +585,54 @@ pub fn gemm_rows_bf16(
         super::team::for_each(n.div_ceil(per), |c| task(c * per, ((c + 1) * per).min(n)));
     } else {
         task(0, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value of `fmt` bytes for `vals`, little-endian.
+    fn encode(fmt: FloatRow, vals: &[f32]) -> Vec<u8> {
+        vals.iter()
+            .flat_map(|&v| match fmt {
+                FloatRow::F32 => v.to_le_bytes().to_vec(),
+                FloatRow::F16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                FloatRow::BF16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tiles_edges_and_tails_equal_the_exact_products() {
+        // Shapes around the tile sizes (4x6 and 3x4), with k below, at and past whole vectors,
+        // so that the register tiles, their lane sums, the row dots of the edges and the k
+        // tails all run; the weights are the stored values, so only f32 rounding remains.
+        for fmt in [FloatRow::F32, FloatRow::F16, FloatRow::BF16] {
+            for &(m, n, k) in
+                &[(1, 7, 16), (2, 6, 8), (4, 6, 16), (5, 13, 33), (9, 25, 100), (17, 50, 64), (20, 12, 1031)]
+            {
+                let x: Vec<f32> = (0..m * k).map(|t| ((t * 7 + 3) % 23) as f32 / 11.0 - 1.0).collect();
+                let wv: Vec<f32> = (0..n * k).map(|t| ((t * 5 + 1) % 19) as f32 / 9.0 - 1.0).collect();
+                let w = encode(fmt, &wv);
+                for parallel in [false, true] {
+                    let mut y = vec![f32::NAN; m * n];
+                    gemm_rows(m, n, k, &x, &w, fmt, &mut y, parallel);
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (exact, mag) = (0..k).fold((0.0f64, 0.0f64), |(s, a), q| {
+                                let p = x[i * k + q] as f64 * fmt.get(&w[j * k * fmt.width()..], q) as f64;
+                                (s + p, a + p.abs())
+                            });
+                            let got = y[i * n + j] as f64;
+                            assert!(
+                                (got - exact).abs() <= 1e-6 * mag + 1e-6,
+                                "{fmt:?} {m}x{n}x{k} ({i}, {j}): {got} vs {exact}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }
