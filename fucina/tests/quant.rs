@@ -494,7 +494,7 @@ fn weight_groups_equal_one_product_each() {
     ];
     // Groups as indices into `weights`, each product's activation rows, and which products
     // read the first product's activations (same slice) instead of their own.
-    let groups: [(&[usize], &[usize], &[bool]); 8] = [
+    let groups: [(&[usize], &[usize], &[bool]); 9] = [
         (&[7, 8, 7, 8, 7], &[1, 1, 1, 1, 1], &[false, false, false, false, true]),
         // Float weights (f16, bf16), one row each, next to each other and next to Q8_0.
         (&[9, 10, 9, 11, 10], &[1, 1, 1, 1, 1], &[false, false, true, false, false]),
@@ -504,6 +504,8 @@ fn weight_groups_equal_one_product_each() {
         (&[0, 3, 0], &[4, 4, 4], &[false, true, true]),
         (&[4, 5, 0, 1], &[1, 2, 8, 3], &[false, false, false, false]),
         (&[4, 5, 2], &[17, 9, 33], &[false, false, false]),
+        // Float weights on their tile paths, with rows past the last whole tile.
+        (&[9, 10, 11], &[5, 17, 6], &[false, false, false]),
     ];
     for (ids, ms, shared) in groups {
         let mats: Vec<WeightMat<'_>> = ids
@@ -520,7 +522,9 @@ fn weight_groups_equal_one_product_each() {
         for (name, kern) in [("scalar", scalar), ("native", native)] {
             for threads in [1, 2] {
                 let run = |f: &mut (dyn FnMut() + Send)| if threads == 2 { pool.install(f) } else { f() };
-                let mut alone: Vec<Vec<f32>> = mats.iter().zip(ms).map(|(w, &m)| vec![0.0; m * w.rows]).collect();
+                // Outputs start as NaN: every product must write every element (callers hand
+                // in pooled buffers with stale values), and NaN never equals itself below.
+                let mut alone: Vec<Vec<f32>> = mats.iter().zip(ms).map(|(w, &m)| vec![f32::NAN; m * w.rows]).collect();
                 run(&mut || {
                     for (j, w) in mats.iter().enumerate() {
                         kern.weight_matmul(w, input(j), ms[j], &mut alone[j]);

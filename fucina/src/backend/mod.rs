@@ -657,9 +657,9 @@ pub trait Kernels: Send + Sync + 'static {
     fn conv1d_backward(&self, p: &Conv1d, x: &[f32], w: &[f32], g: &[f32], dx: &mut [f32], dw: &mut [f32]);
     /// `out[i, :] = table[ids[i], :]` for a contiguous `[rows, cols]` table (ids checked).
     fn gather_rows(&self, table: FloatSlice<'_>, cols: usize, ids: &[u32], out: &mut [f32]);
-    /// `y [m, n] = x [m, k] W^T` for a weight in its stored format; the path (bf16, float or
-    /// integer) follows from the format and `m` as [`weights`] specifies, and every backend
-    /// computes the same values up to summation order.
+    /// `y [m, n] = x [m, k] W^T` (every element of `y` overwritten) for a weight in its stored
+    /// format; the path (bf16, float or integer) follows from the format and `m` as
+    /// [`weights`] specifies, and every backend computes the same values up to summation order.
     fn weight_matmul(&self, w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]);
     /// Several independent weight products (the experts of a mixture-of-experts layer, the
     /// gate and up projections of a feed-forward block), each computed exactly as

@@ -291,6 +291,13 @@ impl ExecContext {
         self.inner.buffers.take(len)
     }
 
+    /// An f32 buffer from the pool, allocated fallibly when the pool has none (an error naming
+    /// `what` when memory would run out); unspecified (initialized) contents that callers
+    /// overwrite.
+    pub(crate) fn try_alloc(&self, what: &str, len: usize) -> Result<Vec<f32>> {
+        self.inner.buffers.try_take(what, len)
+    }
+
     /// Wraps an f32 buffer (from `alloc`) as a contiguous tensor that returns it to the pool.
     pub fn wrap_f32(&self, data: Vec<f32>, shape: &[usize]) -> Result<RawTensor> {
         let storage = Arc::new(Storage::pooled(Buffer::F32(data), self.inner.buffers.clone()));

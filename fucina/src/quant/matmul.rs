@@ -213,12 +213,14 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
             op: "QWeight::apply",
             msg: format!("{m} rows x {} outputs overflow", self.rows),
         })?;
-        let mut y = crate::storage::alloc::try_vec("a projection", len, 0.0f32)?;
+        // Every element is written by the product, so a pooled buffer's stale values never show.
+        let ctx = ExecContext::current();
+        let mut y = ctx.try_alloc("a projection", len)?;
         let w = self.mat();
         ctx_run(&w, &xv, m, k, &mut y);
         let mut shape: Vec<usize> = perm[..perm.len() - 1].iter().map(|&i| x.shape()[i]).collect();
         shape.push(self.rows);
-        Tensor::from_vec(y, &shape)
+        Tensor::from_raw(ctx.wrap_f32(y, &shape)?)
     }
 }
 
@@ -308,9 +310,11 @@ impl<'a> ProductGroup<'a> {
 
     /// Runs every product (on the current context's backend).
     pub fn run(self) -> Result<ProductOutputs> {
+        // Buffers from the pool (no zero fill, no fresh pages): the products write every element.
+        let ctx = ExecContext::current();
         let mut ys = Vec::with_capacity(self.jobs.len());
         for (w, m, _) in &self.jobs {
-            ys.push(crate::storage::alloc::try_vec("a weight product", m * w.rows, 0.0f32)?);
+            ys.push(ctx.try_alloc("a weight product", m * w.rows)?);
         }
         let mut jobs: Vec<WeightJob<'_>> = ys
             .iter_mut()
@@ -318,7 +322,7 @@ impl<'a> ProductGroup<'a> {
             .map(|(y, &(w, m, input))| WeightJob { w, x: &self.inputs[input].1, m, y })
             .collect();
         let work: usize = jobs.iter().map(|j| j.m * j.w.rows * j.w.cols).sum();
-        ExecContext::current().run(work, |kern| kern.weight_matmul_group(&mut jobs));
+        ctx.run(work, |kern| kern.weight_matmul_group(&mut jobs));
         drop(jobs);
         Ok(ProductOutputs { ys: ys.into_iter().map(Some).collect() })
     }
@@ -338,7 +342,7 @@ impl ProductOutputs {
                 msg: format!("product {} is not a {:?} result", p.index, p.shape),
             });
         }
-        Tensor::from_vec(y, &p.shape)
+        Tensor::from_raw(ExecContext::current().wrap_f32(y, &p.shape)?)
     }
 }
 

@@ -72,6 +72,46 @@ impl BufferPool {
         }
     }
 
+    /// As [`take`](Self::take), but a buffer the pool does not hold is allocated fallibly
+    /// ([`super::alloc::try_with_capacity`]): too large a request is an error naming `what`,
+    /// not an abort. A reused buffer keeps stale values; the caller overwrites every element.
+    ///
+    /// ```
+    /// use fucina::storage::BufferPool;
+    /// let pool = BufferPool::new(1 << 20);
+    /// pool.put(pool.try_take("a product", 1000)?);
+    /// assert_eq!(pool.try_take("a product", 900)?.len(), 900);
+    /// assert_eq!(pool.stats().hits, 1);
+    /// assert!(pool.try_take("a huge product", usize::MAX / 8).is_err());
+    /// # Ok::<(), fucina::FucinaError>(())
+    /// ```
+    pub fn try_take(&self, what: &str, len: usize) -> crate::Result<Vec<f32>> {
+        let b = bucket(len);
+        let reused = {
+            let mut g = self.lock();
+            let v = g.buckets.get_mut(&b).and_then(Vec::pop);
+            match &v {
+                Some(buf) => {
+                    g.hits += 1;
+                    g.bytes -= buf.capacity() * 4;
+                }
+                None => g.misses += 1,
+            }
+            v
+        };
+        let mut v = match reused {
+            Some(v) => v,
+            // The power-of-two capacity lets the buffer come back to this bucket.
+            None => super::alloc::try_with_capacity(what, len.checked_next_power_of_two().unwrap_or(len))?,
+        };
+        if len <= v.len() {
+            v.truncate(len);
+        } else {
+            v.resize(len, 0.0);
+        }
+        Ok(v)
+    }
+
     /// Returns a buffer to the pool (dropped if the pool is full or it is tiny).
     pub fn put(&self, v: Vec<f32>) {
         let cap = v.capacity();
