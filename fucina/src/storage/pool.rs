@@ -29,8 +29,19 @@ pub struct PoolStats {
     pub idle_bytes: usize,
 }
 
+/// The bucket of buffers with room for `len` elements: log2 of the next power of two.
 fn bucket(len: usize) -> u32 {
-    len.max(1).next_power_of_two().trailing_zeros()
+    len.max(1).checked_next_power_of_two().map_or(usize::BITS, usize::trailing_zeros)
+}
+
+/// `v` holding exactly `len` elements (kept values stale, new ones zero).
+fn fit(mut v: Vec<f32>, len: usize) -> Vec<f32> {
+    if len <= v.len() {
+        v.truncate(len);
+    } else {
+        v.resize(len, 0.0);
+    }
+    v
 }
 
 impl BufferPool {
@@ -42,34 +53,8 @@ impl BufferPool {
     /// A buffer of `len` elements, reused when one is idle. A reused buffer keeps stale
     /// (initialized) values; the caller overwrites every element.
     pub fn take(&self, len: usize) -> Vec<f32> {
-        let b = bucket(len);
-        let reused = {
-            let mut g = self.lock();
-            let v = g.buckets.get_mut(&b).and_then(Vec::pop);
-            match &v {
-                Some(buf) => {
-                    g.hits += 1;
-                    g.bytes -= buf.capacity() * 4;
-                }
-                None => g.misses += 1,
-            }
-            v
-        };
-        match reused {
-            Some(mut v) => {
-                if len <= v.len() {
-                    v.truncate(len);
-                } else {
-                    v.resize(len, 0.0);
-                }
-                v
-            }
-            None => {
-                let mut v = Vec::with_capacity(1usize << b);
-                v.resize(len, 0.0);
-                v
-            }
-        }
+        let v = self.reuse(len).unwrap_or_else(|| Vec::with_capacity(len.checked_next_power_of_two().unwrap_or(len)));
+        fit(v, len)
     }
 
     /// As [`take`](Self::take), but a buffer the pool does not hold is allocated fallibly
@@ -86,30 +71,26 @@ impl BufferPool {
     /// # Ok::<(), fucina::FucinaError>(())
     /// ```
     pub fn try_take(&self, what: &str, len: usize) -> crate::Result<Vec<f32>> {
-        let b = bucket(len);
-        let reused = {
-            let mut g = self.lock();
-            let v = g.buckets.get_mut(&b).and_then(Vec::pop);
-            match &v {
-                Some(buf) => {
-                    g.hits += 1;
-                    g.bytes -= buf.capacity() * 4;
-                }
-                None => g.misses += 1,
-            }
-            v
-        };
-        let mut v = match reused {
+        let v = match self.reuse(len) {
             Some(v) => v,
             // The power-of-two capacity lets the buffer come back to this bucket.
             None => super::alloc::try_with_capacity(what, len.checked_next_power_of_two().unwrap_or(len))?,
         };
-        if len <= v.len() {
-            v.truncate(len);
-        } else {
-            v.resize(len, 0.0);
+        Ok(fit(v, len))
+    }
+
+    /// An idle buffer of `len`'s bucket, counted as a hit, or a miss.
+    fn reuse(&self, len: usize) -> Option<Vec<f32>> {
+        let mut g = self.lock();
+        let v = g.buckets.get_mut(&bucket(len)).and_then(Vec::pop);
+        match &v {
+            Some(buf) => {
+                g.hits += 1;
+                g.bytes -= buf.capacity() * 4;
+            }
+            None => g.misses += 1,
         }
-        Ok(v)
+        v
     }
 
     /// Returns a buffer to the pool (dropped if the pool is full or it is tiny).
