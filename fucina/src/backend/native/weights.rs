@@ -225,9 +225,9 @@ pub(super) fn quantize_activations_rows(format: WeightFormat, x: &[f32], k: usiz
     super::par_chunks(&mut out[..m * a_row], a_row, 8, |r, q| quantize_rows(format, &x[r * k..(r + 1) * k], k, q));
 }
 
-/// [`quantize_activations`] on this CPU: Q8_K rows (the K-quants' activations) with AVX-512
-/// where the integer kernels run, the same bytes as the scalar quantizer (tested); everything
-/// else by it.
+/// [`quantize_activations`] on this CPU: Q8_K rows (the K-quants' activations) and Q8_0 rows
+/// (everything else's) with AVX-512 where the integer kernels run, the same bytes as the
+/// scalar quantizers (tested); without AVX-512 by them.
 fn quantize_rows(format: WeightFormat, x: &[f32], k: usize, out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     if matches!(format.plain(), WeightFormat::K(_)) && k.is_multiple_of(qdot_k::QK_K) && super::simd::has_avx512_int() {
