@@ -107,7 +107,7 @@ pub fn attention(p: &Attention<'_>, out: &mut [f32]) {
             let mut q8 = vec![0u8; rows * width];
             for qi in 0..nq {
                 for gi in 0..p.g {
-                    qdot::quantize_row_q8_0(q_row(qi, gi), &mut q8[(qi * p.g + gi) * width..][..width]);
+                    super::weights::quantize_row_q8_0(q_row(qi, gi), &mut q8[(qi * p.g + gi) * width..][..width]);
                 }
             }
             for j in p.first(i0)..n_max {

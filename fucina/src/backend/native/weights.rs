@@ -254,6 +254,12 @@ fn quantize_rows(format: WeightFormat, x: &[f32], k: usize, out: &mut [u8]) {
     quantize_activations(format, x, k, out)
 }
 
+/// One activation row (a whole number of 32-value blocks) quantized to Q8_0 on this CPU:
+/// `qdot::quantize_row_q8_0`'s bytes (the attention's queries against a Q8_0 key cache).
+pub(super) fn quantize_row_q8_0(x: &[f32], out: &mut [u8]) {
+    quantize_rows(WeightFormat::Q8_0, x, x.len(), out)
+}
+
 /// One Q8_0 block with AVX-512: `qdot::quantize_row_q8_0`'s bytes, vectorized (the scalar
 /// loop's `roundf` call per value was 2.3 % of a Qwen3-0.6B Q8_0 decode on 1 thread).
 #[cfg(target_arch = "x86_64")]
