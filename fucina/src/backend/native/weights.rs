@@ -531,17 +531,21 @@ impl Cols {
 mod tests {
     use super::*;
 
-    #[test]
-    fn q8k_rows_on_this_cpu_equal_the_scalar_quantizer() {
-        let k = 4 * qdot_k::QK_K;
-        let mut rows: Vec<Vec<f32>> = Vec::new();
-        let mut s = 0x9e37_79b9u32;
-        let mut next = || {
+    /// Values in [-1, 1] from a xorshift generator seeded with `s`.
+    fn uniform(mut s: u32) -> impl FnMut() -> f32 {
+        move || {
             s ^= s << 13;
             s ^= s >> 17;
             s ^= s << 5;
             (s as f32 / u32::MAX as f32) * 2.0 - 1.0
-        };
+        }
+    }
+
+    #[test]
+    fn q8k_rows_on_this_cpu_equal_the_scalar_quantizer() {
+        let k = 4 * qdot_k::QK_K;
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        let mut next = uniform(0x9e37_79b9u32);
         for scale in [1e-6f32, 0.1, 1.0, 37.0, 3e4] {
             rows.push((0..k).map(|_| next() * scale).collect());
         }
@@ -574,13 +578,7 @@ mod tests {
     #[test]
     fn q8_0_rows_on_this_cpu_equal_the_scalar_quantizer() {
         let k = 8 * 32;
-        let mut s = 0x2545_f491u32;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
-        };
+        let mut next = uniform(0x2545_f491u32);
         let mut rows: Vec<Vec<f32>> = Vec::new();
         for scale in [1e-38f32, 1e-6, 0.1, 1.0, 37.0, 3e4, 3e38] {
             rows.push((0..k).map(|_| next() * scale).collect());
