@@ -191,6 +191,10 @@ pub const WEIGHTED_COLS: usize = 32;
 /// registers while `j` runs: each element accumulated from 0 in `j` order with `M::mul_add`,
 /// the same sums as zeroing `out[r]` and calling [`axpy`] once per `j`. `dim` is a multiple
 /// of `WEIGHTED_COLS`.
+///
+/// Inlined into each target-feature wrapper: compiled on its own, the body would be built for
+/// the baseline target, where `Fused`'s `f32::mul_add` is a call to `fmaf` per element.
+#[inline(always)]
 pub fn weighted_rows_body<M: MulAdd, const R: usize>(
     p: [&[f32]; R],
     v: &[f32],
@@ -231,6 +235,18 @@ unsafe fn weighted_rows_avx2<const R: usize>(
     weighted_rows_body::<Fused, R>(p, v, dim, range, out)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn weighted_rows_avx512<const R: usize>(
+    p: [&[f32]; R],
+    v: &[f32],
+    dim: usize,
+    range: (usize, usize),
+    out: [&mut [f32]; R],
+) {
+    weighted_rows_body::<Fused, R>(p, v, dim, range, out)
+}
+
 /// [`weighted_rows_body`] on this CPU's widest fused path (the same bits as [`axpy`] per row
 /// of `v`, on every CPU).
 pub fn weighted_rows<const R: usize>(
@@ -241,6 +257,9 @@ pub fn weighted_rows<const R: usize>(
     out: [&mut [f32]; R],
 ) {
     match level() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: Avx512 holds only when the CPU reports AVX-512F (and AVX2 and FMA).
+        Level::Avx512 => unsafe { weighted_rows_avx512::<R>(p, v, dim, range, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: has_avx2 holds only when the CPU reports AVX2 and FMA.
         l if l.has_avx2() => unsafe { weighted_rows_avx2::<R>(p, v, dim, range, out) },
