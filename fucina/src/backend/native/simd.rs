@@ -223,29 +223,25 @@ pub fn weighted_rows_body<M: MulAdd, const R: usize>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_rows_avx2<const R: usize>(
-    p: [&[f32]; R],
-    v: &[f32],
-    dim: usize,
-    range: (usize, usize),
-    out: [&mut [f32]; R],
-) {
-    weighted_rows_body::<Fused, R>(p, v, dim, range, out)
+/// A target-feature wrapper of [`weighted_rows_body`] (the body inlined into it) per
+/// instruction set.
+macro_rules! weighted_rows_for {
+    ($name:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const R: usize>(
+            p: [&[f32]; R],
+            v: &[f32],
+            dim: usize,
+            range: (usize, usize),
+            out: [&mut [f32]; R],
+        ) {
+            weighted_rows_body::<Fused, R>(p, v, dim, range, out)
+        }
+    };
 }
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn weighted_rows_avx512<const R: usize>(
-    p: [&[f32]; R],
-    v: &[f32],
-    dim: usize,
-    range: (usize, usize),
-    out: [&mut [f32]; R],
-) {
-    weighted_rows_body::<Fused, R>(p, v, dim, range, out)
-}
+weighted_rows_for!(weighted_rows_avx2, "avx2,fma");
+weighted_rows_for!(weighted_rows_avx512, "avx512f,avx2,fma");
 
 /// [`weighted_rows_body`] on this CPU's widest fused path (the same bits as [`axpy`] per row
 /// of `v`, on every CPU).
