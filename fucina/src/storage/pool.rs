@@ -34,6 +34,12 @@ fn bucket(len: usize) -> u32 {
     len.max(1).checked_next_power_of_two().map_or(usize::BITS, usize::trailing_zeros)
 }
 
+/// The capacity to allocate for `len` elements: a power of two, so that the buffer comes
+/// back to `len`'s bucket (`len` itself past the largest power of two).
+fn capacity(len: usize) -> usize {
+    len.checked_next_power_of_two().unwrap_or(len)
+}
+
 /// `v` holding exactly `len` elements (kept values stale, new ones zero).
 fn fit(mut v: Vec<f32>, len: usize) -> Vec<f32> {
     if len <= v.len() {
@@ -53,7 +59,7 @@ impl BufferPool {
     /// A buffer of `len` elements, reused when one is idle. A reused buffer keeps stale
     /// (initialized) values; the caller overwrites every element.
     pub fn take(&self, len: usize) -> Vec<f32> {
-        let v = self.reuse(len).unwrap_or_else(|| Vec::with_capacity(len.checked_next_power_of_two().unwrap_or(len)));
+        let v = self.reuse(len).unwrap_or_else(|| Vec::with_capacity(capacity(len)));
         fit(v, len)
     }
 
@@ -73,8 +79,7 @@ impl BufferPool {
     pub fn try_take(&self, what: &str, len: usize) -> crate::Result<Vec<f32>> {
         let v = match self.reuse(len) {
             Some(v) => v,
-            // The power-of-two capacity lets the buffer come back to this bucket.
-            None => super::alloc::try_with_capacity(what, len.checked_next_power_of_two().unwrap_or(len))?,
+            None => super::alloc::try_with_capacity(what, capacity(len))?,
         };
         Ok(fit(v, len))
     }

@@ -620,8 +620,8 @@ mod tests {
     #[test]
     fn tiles_edges_and_tails_equal_the_exact_products() {
         // Shapes around the tile sizes (4x6 and 3x4), with k below, at and past whole vectors,
-        // so that the register tiles, their lane sums, the row dots of the edges and the k
-        // tails all run; the weights are the stored values, so only f32 rounding remains.
+        // so that the register tiles, their lane sums, the narrower tiles of the edges and the
+        // k tails all run; the weights are the stored values, so only f32 rounding remains.
         for fmt in [FloatRow::F32, FloatRow::F16, FloatRow::BF16] {
             for &(m, n, k) in
                 &[(1, 7, 16), (2, 6, 8), (4, 6, 16), (5, 13, 33), (9, 25, 100), (17, 50, 64), (20, 12, 1031)]

@@ -225,31 +225,31 @@ pub(super) fn quantize_activations_rows(format: WeightFormat, x: &[f32], k: usiz
     super::par_chunks(&mut out[..m * a_row], a_row, 8, |r, q| quantize_rows(format, &x[r * k..(r + 1) * k], k, q));
 }
 
+/// Quantizes one block of activations (`values`) into its bytes (`out`).
+#[cfg(target_arch = "x86_64")]
+type BlockQuantizer = unsafe fn(values: &[f32], out: &mut [u8]);
+
 /// [`quantize_activations`] on this CPU: Q8_K rows (the K-quants' activations) and Q8_0 rows
 /// (everything else's) with AVX-512 where the integer kernels run, the same bytes as the
 /// scalar quantizers (tested); without AVX-512 by them.
 fn quantize_rows(format: WeightFormat, x: &[f32], k: usize, out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if matches!(format.plain(), WeightFormat::K(_)) && k.is_multiple_of(qdot_k::QK_K) && super::simd::has_avx512_int() {
-        let a_row = activation_row_bytes(format, k);
-        for (row, q) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(a_row.max(1))) {
-            for (b, o) in row.chunks_exact(qdot_k::QK_K).zip(q.chunks_exact_mut(qdot_k::Q8_K_BYTES)) {
-                // SAFETY: has_avx512_int reports AVX-512 F/BW/VL; one whole block and its bytes.
-                unsafe { q8k_avx512::quantize_block(b, o) };
+    if super::simd::has_avx512_int() {
+        // Values and bytes of one block, and its AVX-512 quantizer.
+        let (block, bytes, quantize_block): (usize, usize, BlockQuantizer) = match format.plain() {
+            WeightFormat::K(_) => (qdot_k::QK_K, qdot_k::Q8_K_BYTES, q8k_avx512::quantize_block),
+            _ => (32, qdot::Q8_0_BYTES, q8_0_avx512::quantize_block),
+        };
+        if k.is_multiple_of(block) {
+            let a_row = activation_row_bytes(format, k);
+            for (row, q) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(a_row.max(1))) {
+                for (b, o) in row.chunks_exact(block).zip(q.chunks_exact_mut(bytes)) {
+                    // SAFETY: has_avx512_int reports AVX-512 F/BW/VL; one whole block and its bytes.
+                    unsafe { quantize_block(b, o) };
+                }
             }
+            return;
         }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if !matches!(format.plain(), WeightFormat::K(_)) && k.is_multiple_of(32) && super::simd::has_avx512_int() {
-        let a_row = activation_row_bytes(format, k);
-        for (row, q) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(a_row.max(1))) {
-            for (b, o) in row.chunks_exact(32).zip(q.chunks_exact_mut(qdot::Q8_0_BYTES)) {
-                // SAFETY: has_avx512_int reports AVX-512 F/BW/VL; one whole block and its bytes.
-                unsafe { q8_0_avx512::quantize_block(b, o) };
-            }
-        }
-        return;
     }
     quantize_activations(format, x, k, out)
 }
