@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
@@ -100,7 +100,14 @@ pub async fn serve_http(
     Ok(())
 }
 
-/// Answers a connection over the limit with `503` and closes it, without reading.
+/// How long a refused connection is drained after its `503` (see [`refuse`]).
+const REFUSE_LINGER: Duration = Duration::from_secs(1);
+
+/// Answers a connection over the limit with `503` and closes it. Closing a socket with the
+/// client's request still unread makes the kernel reset the connection, and the reset
+/// discards the `503` before the client reads it (every probe of a full server saw a reset
+/// before this). So the write side is shut first and whatever the client sends is read and
+/// dropped until it closes or [`REFUSE_LINGER`] passes (a lingering close).
 async fn refuse(mut stream: TcpStream) {
     const BODY: &str = r#"{"error":{"message":"too many connections","type":"server_error","param":null,"code":"too_many_connections"}}"#;
     let msg = format!(
@@ -108,6 +115,16 @@ async fn refuse(mut stream: TcpStream) {
         BODY.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(msg.as_bytes())).await;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSE_LINGER, drain).await;
 }
 
 /// A stream whose writes fail with `TimedOut` once one has been blocked for `limit`.
