@@ -384,21 +384,23 @@ const PREFETCH_BYTES: usize = 4096;
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
 const KGEMM_BATCH: usize = 16;
 
-/// From this many activation rows on, float weights take the packed GEMM (AVX2 and
-/// portable builds).
-const PACKED_BATCH: usize = 8;
+/// From this many activation rows on, float weights take the packed GEMM where the CPU has
+/// the register tiles of [`gemm_rows`] (AVX-512, or AVX2 with F16C). The tiles of dot
+/// products straight from the stored rows (f16 widened in the load) beat decoding panels and
+/// packing them at every batch measured up to 512 rows: Qwen3-0.6B F16 on Zen 4 (4 x 6 tiles
+/// of 16 lanes), 2 threads, pp16 53-58 -> 97-108 tok/s and pp256/pp512 8-15 % faster; on Zen 3
+/// (2 x 6 tiles of 8 lanes), 1 thread, pp16 32-36 -> 53-65, pp64 58-66 -> 70-81, pp256 69-73
+/// -> 68-79, 2 threads pp512/pp1024 even (docs/BENCHMARK.md).
+const PACKED_BATCH_TILES: usize = 1024;
 
-/// From this many activation rows on, float weights take the packed GEMM on AVX-512. The
-/// 4x6 register tiles of dot products straight from the stored rows (16 lanes, f16 widened
-/// in the load) beat decoding panels and packing them at every batch measured, up to 512
-/// rows (Qwen3-0.6B F16 on Zen 4, 2 threads: pp16 53-58 -> 97-108 tok/s, pp256 and pp512
-/// 8-15 % faster; docs/BENCHMARK.md); on AVX2 the 3x4 tiles lose to the packed GEMM from 8.
-const PACKED_BATCH_AVX512: usize = 1024;
+/// From this many activation rows on, float weights take the packed GEMM on CPUs without the
+/// register tiles (portable builds), where [`gemm_rows`] is one dot product per output.
+const PACKED_BATCH: usize = 8;
 
 /// The batch from which float weights take the packed GEMM on this CPU.
 fn packed_batch() -> usize {
-    if super::simd::level() == super::simd::Level::Avx512 {
-        PACKED_BATCH_AVX512
+    if super::rowgemm::has_tiles() {
+        PACKED_BATCH_TILES
     } else {
         PACKED_BATCH
     }
