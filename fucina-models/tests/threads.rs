@@ -16,7 +16,10 @@ fn logits(path: &std::path::Path, threads: usize) -> Vec<u32> {
     let m = &*lm.model;
     let tokens: Vec<u32> = (0..40).map(|i| (i * 53 + 7) % 1000).collect();
     let mut cache = m.new_cache(64, KvType::F16).unwrap();
-    let mut out = ctx.run_on_pool(|| m.forward(&tokens[..32], &mut cache, LogitRows::All)).unwrap().to_f32_vec();
+    // A short prefill (8 rows: the small-batch kernels, e.g. the 2 x 4 integer tile on AVX2),
+    // a longer one (24 rows: the batch kernels), then decode.
+    let mut out = ctx.run_on_pool(|| m.forward(&tokens[..8], &mut cache, LogitRows::All)).unwrap().to_f32_vec();
+    out.extend(ctx.run_on_pool(|| m.forward(&tokens[8..32], &mut cache, LogitRows::All)).unwrap().to_f32_vec());
     for t in &tokens[32..] {
         out.extend(
             ctx.run_on_pool(|| m.forward(std::slice::from_ref(t), &mut cache, LogitRows::Last)).unwrap().to_f32_vec(),

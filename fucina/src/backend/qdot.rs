@@ -201,8 +201,10 @@ mod avx2 {
 
     /// Two Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight rows times four Q8_0 rows: each
     /// activation block is loaded and its scale converted once for both weight rows, each
-    /// weight block once for all four activation rows. Each of the eight sums is the same
-    /// sequence of block products as [`dot_rows`] computes, so the results are identical.
+    /// weight block once for all four activation rows. Each block's integer sum is whole
+    /// (exact), then scaled and added in block order, as the scalar spec does; [`dot_rows`]
+    /// adds eight partial lanes per block, so the two round differently (the native product
+    /// gives every weight row the same kernel for any thread count).
     #[inline(always)]
     unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
@@ -210,7 +212,11 @@ mod avx2 {
         unsafe {
             let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
             let nb = w[0].len() / wb;
-            let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+            // Lanes: [w0 x a0..a3, w1 x a0..a3]. Each block's eight integer sums are reduced
+            // in registers first (horizontal adds, then the two 128-bit halves), so one
+            // conversion and one multiply-add per block serve all eight products, each sum
+            // exact as in the scalar spec, instead of one per product on eight partial lanes.
+            let mut acc = _mm256_setzero_ps();
             for bi in 0..nb {
                 let mut ys = [_mm256_setzero_si256(); 4];
                 let mut da = [0.0f32; 4];
@@ -223,23 +229,35 @@ mod avx2 {
                         da[r] = scale_f16c(ba);
                     }
                 }
+                let mut halves = [_mm256_setzero_si256(); 2];
+                let mut dw = [0.0f32; 2];
                 for (h, wr) in w.iter().enumerate() {
                     let bw = &wr[bi * wb..(bi + 1) * wb];
                     // SAFETY: the caller enables AVX2; `bw` is one whole block.
                     let x = { weight_block::<Q4>(bw) };
                     let ax = _mm256_sign_epi8(x, x);
                     // SAFETY: F16C is enabled by the caller.
-                    let dw = { scale_f16c(bw) };
-                    for r in 0..4 {
-                        // SAFETY: AVX2 is enabled by the caller.
-                        let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
-                        let d = _mm256_set1_ps(dw * da[r]);
-                        acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
-                    }
+                    dw[h] = scale_f16c(bw);
+                    // SAFETY (all four): AVX2 is enabled by the caller.
+                    let p0 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[0], x)) };
+                    let p1 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[1], x)) };
+                    let p2 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[2], x)) };
+                    let p3 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[3], x)) };
+                    // [a0..a3 sums of the low 128 bits | a0..a3 sums of the high 128 bits].
+                    halves[h] = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
                 }
+                // Whole block sums, [w0 x a0..a3, w1 x a0..a3]; at most 32 * 127 * 127 each.
+                let sums = _mm256_add_epi32(
+                    _mm256_permute2x128_si256::<0x20>(halves[0], halves[1]),
+                    _mm256_permute2x128_si256::<0x31>(halves[0], halves[1]),
+                );
+                let da = _mm_loadu_ps(da.as_ptr());
+                let d = _mm256_mul_ps(_mm256_set_m128(_mm_set1_ps(dw[1]), _mm_set1_ps(dw[0])), _mm256_set_m128(da, da));
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
             }
-            // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|h| std::array::from_fn(|r| hsum256(acc[h][r])))
+            let mut out = [0.0f32; 8];
+            _mm256_storeu_ps(out.as_mut_ptr(), acc);
+            [[out[0], out[1], out[2], out[3]], [out[4], out[5], out[6], out[7]]]
         }
     }
 

@@ -497,7 +497,11 @@ pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out
 /// writes only its own columns.
 fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, &Cols) + Sync) {
     let parallel = may_split(work, 1 << 17);
-    let per = if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024) } else { n };
+    // Even ranges: a weight row's kernel (pairs of rows take the 2 x 4 integer tile, which
+    // rounds differently from the one-row kernels) depends on its index alone, not on the
+    // thread count.
+    let per =
+        if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024).next_multiple_of(2) } else { n };
     let cols = Cols { ptr: y.as_mut_ptr(), n };
     let f = |c: usize| fill(c * per, ((c + 1) * per).min(n), &cols);
     if parallel {
