@@ -98,16 +98,21 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     }
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
+    // Weight rows in chunks that stay in L2 while every block of activation rows meets them
+    // (a task's whole range on one thread is the whole matrix, streamed again per block);
+    // an even number, so a row's kernel still depends on its index alone.
+    let jc = (WEIGHT_CHUNK_BYTES / w.format.row_bytes(k).max(1)).max(2) / 2 * 2;
     let fill = |j0: usize, j1: usize, out: &Cols| {
         let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
-        for i0 in (0..m).step_by(ib) {
+        for (c0, i0) in (j0..j1).step_by(jc).flat_map(|c| (0..m).step_by(ib).map(move |i| (c, i))) {
+            let c1 = (c0 + jc).min(j1);
             let i1 = (i0 + ib).min(m);
-            let mut j = j0;
+            let mut j = c0;
             // Pairs of weight rows against four activation rows at a time, where a tile
             // kernel exists; the rows left over take the one-row kernels below.
             if let Some(k24) = kern2x4 {
                 let i4 = i0 + (i1 - i0) / 4 * 4;
-                while j + 2 <= j1 && i4 > i0 {
+                while j + 2 <= c1 && i4 > i0 {
                     let pair = [w.row(j), w.row(j + 1)];
                     for i in (i0..i4).step_by(4) {
                         // SAFETY: as for `kern4` below, for two weight rows of the same length.
@@ -128,7 +133,7 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
                     j += 2;
                 }
             }
-            for j in j..j1 {
+            for j in j..c1 {
                 let wrow = w.row(j);
                 // Decode only: with several activation rows the kernel's own reads keep the
                 // hardware prefetcher ahead, and the extra requests cost (measured).
@@ -380,6 +385,10 @@ mod q8k_avx512 {
 /// How far ahead of the row in hand the integer row kernels start reading in decode: a
 /// distance in bytes, not rows, so long rows (DeepSeek's experts) do not prefetch too far.
 const PREFETCH_BYTES: usize = 4096;
+
+/// The weight bytes the integer row kernels keep in L2 while the blocks of activation rows
+/// meet them (Zen 3 and Zen 4 cores have 512 KB and 1 MB of L2).
+const WEIGHT_CHUNK_BYTES: usize = 256 * 1024;
 
 /// From this many activation rows on, K-quant weights take the tile GEMM ([`kgemm`]).
 const KGEMM_BATCH: usize = 16;
