@@ -206,7 +206,7 @@ mod avx2 {
     /// adds eight partial lanes per block, so the two round differently (the native product
     /// gives every weight row the same kernel for any thread count).
     #[inline(always)]
-    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
@@ -216,28 +216,25 @@ mod avx2 {
             // in registers first (horizontal adds, then the two 128-bit halves), so one
             // conversion and one multiply-add per block serve all eight products, each sum
             // exact as in the scalar spec, instead of one per product on eight partial lanes.
+            assert!(sa.len() >= 4 * nb, "dot_rows_2x4: activation scales");
             let mut acc = _mm256_setzero_ps();
+            // Lanes 0..4 take weight row 0's scale, 4..8 row 1's.
+            let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             for bi in 0..nb {
                 let mut ys = [_mm256_setzero_si256(); 4];
-                let mut da = [0.0f32; 4];
                 for r in 0..4 {
                     let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
-                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
-                    // enabled by the caller.
-                    {
-                        ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
-                        da[r] = scale_f16c(ba);
-                    }
+                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale.
+                    ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
                 }
                 let mut halves = [_mm256_setzero_si256(); 2];
-                let mut dw = [0.0f32; 2];
+                let mut dw_bits = 0u32;
                 for (h, wr) in w.iter().enumerate() {
                     let bw = &wr[bi * wb..(bi + 1) * wb];
                     // SAFETY: the caller enables AVX2; `bw` is one whole block.
                     let x = { weight_block::<Q4>(bw) };
                     let ax = _mm256_sign_epi8(x, x);
-                    // SAFETY: F16C is enabled by the caller.
-                    dw[h] = scale_f16c(bw);
+                    dw_bits |= u32::from(u16::from_le_bytes([bw[0], bw[1]])) << (16 * h);
                     // SAFETY (all four): AVX2 is enabled by the caller.
                     let p0 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[0], x)) };
                     let p1 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[1], x)) };
@@ -251,8 +248,12 @@ mod avx2 {
                     _mm256_permute2x128_si256::<0x20>(halves[0], halves[1]),
                     _mm256_permute2x128_si256::<0x31>(halves[0], halves[1]),
                 );
-                let da = _mm_loadu_ps(da.as_ptr());
-                let d = _mm256_mul_ps(_mm256_set_m128(_mm_set1_ps(dw[1]), _mm_set1_ps(dw[0])), _mm256_set_m128(da, da));
+                // Both weight scales in one F16C conversion, spread to their four lanes; the
+                // activation scales were converted once per product.
+                let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_cvtsi32_si128(dw_bits as i32)), spread);
+                // SAFETY: 4 * bi + 4 <= sa.len() (asserted above).
+                let da = _mm_loadu_ps(sa.as_ptr().add(4 * bi));
+                let d = _mm256_mul_ps(dw, _mm256_set_m128(da, da));
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
             }
             let mut out = [0.0f32; 8];
@@ -266,9 +267,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q8_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<false>(w, a) }
+        unsafe { dot_rows_2x4::<false>(w, a, sa) }
     }
 
     /// Two Q4_0 rows times four Q8_0 rows.
@@ -276,9 +277,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q4_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<true>(w, a) }
+        unsafe { dot_rows_2x4::<true>(w, a, sa) }
     }
 
     /// One Q8_0 row times four Q8_0 rows.
