@@ -1,6 +1,7 @@
 //! `lm-bench model.gguf --pp 16,64,256 --tg 32 [--streams 1,2,4,8]`: prompt-processing and
-//! generation speed, measured like llama.cpp's `llama-bench` (random token ids, an empty
-//! cache per test), and batched decode like its `llama-batched-bench`.
+//! generation speed, measured like llama.cpp's `llama-bench` (random token ids, one cache
+//! emptied before every run, an untimed warm-up run of each test), and batched decode like
+//! its `llama-batched-bench`.
 
 use clap::Parser;
 use fucina::prelude::*;
@@ -9,7 +10,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Measure prefill (`ppN`: one batch of N tokens into an empty cache) and decode (`tgN`: N
-/// tokens one at a time from an empty cache) in tokens per second, after one warm-up pass.
+/// tokens one at a time from an empty cache) in tokens per second, after an untimed warm-up
+/// run of each prompt length and one decode step (as llama-bench warms up each test); one
+/// cache serves every run, emptied before each.
 /// Prints one `RESULT <test> <tok/s>` line per repetition, for scripts. Before the tests, a
 /// read-bandwidth probe (the same threads summing a buffer eight times the last-level cache)
 /// gives the machine's memory bandwidth (`PROBE read_gbs <GB/s>`); each decode result is
@@ -82,13 +85,15 @@ fn main() {
         let rng = fucina::rng::Philox::new(1234);
         let tokens: Vec<u32> = (0..longest as u64).map(|i| (rng.at(0, i)[0] as u64 % vocab) as u32).collect();
         let (filler, tokens) = tokens.split_at(a.depth);
-        // A cache holding `--depth` tokens already (untimed).
-        let fresh = || -> fucina::Result<fucina_models::llm::KvCache> {
-            let mut cache = model.new_cache(longest, dtype)?;
+        // One cache for every test, as llama-bench keeps one context: cleared and given its
+        // `--depth` tokens again (untimed) before each run.
+        let mut cache = model.new_cache(longest, dtype)?;
+        let reset = |cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
+            cache.clear();
             if !filler.is_empty() {
-                ctx.run_on_pool(|| model.forward(filler, &mut cache, LogitRows::Last))?;
+                ctx.run_on_pool(|| model.forward(filler, cache, LogitRows::Last))?;
             }
-            Ok(cache)
+            Ok(())
         };
         let step = |toks: &[u32], cache: &mut fucina_models::llm::KvCache| -> fucina::Result<()> {
             ctx.run_on_pool(|| model.forward(toks, cache, LogitRows::Last)).map(|_| ())
@@ -102,13 +107,20 @@ fn main() {
             a.threads,
             per_token as f64 / (1 << 20) as f64
         );
-        // Warm-up: touch every weight once.
-        let mut cache = model.new_cache(longest, dtype)?;
-        step(&tokens[..4.min(tokens.len())], &mut cache)?;
+        // Warm-up, as llama-bench does per test: each prompt length once and one decode
+        // step, untimed (every weight touched, the cache's and the buffers' pages in place).
+        for &p in &a.pp {
+            reset(&mut cache)?;
+            step(&tokens[..p], &mut cache)?;
+        }
+        if a.tg > 0 || a.pp.is_empty() {
+            reset(&mut cache)?;
+            step(&tokens[..1.min(tokens.len())], &mut cache)?;
+        }
         eprintln!("{}: {}, {} threads, KV cache {dtype:?}", a.model.display(), lm.summary, a.threads);
         for rep in 0..a.reps {
             for &p in &a.pp {
-                let mut cache = fresh()?;
+                reset(&mut cache)?;
                 let t0 = Instant::now();
                 step(&tokens[..p], &mut cache)?;
                 let rate = p as f64 / t0.elapsed().as_secs_f64();
@@ -121,7 +133,7 @@ fn main() {
                 eprintln!("rep {rep}: tg{} x {n} streams {rate:.1} tok/s in all", a.tg);
             }
             if a.tg > 0 {
-                let mut cache = fresh()?;
+                reset(&mut cache)?;
                 let t0 = Instant::now();
                 for t in &tokens[..a.tg] {
                     step(std::slice::from_ref(t), &mut cache)?;

@@ -43,7 +43,7 @@ impl Tiles {
             // in hand fit the sixteen ymm registers with one to spare. The 3 x 4 tile this
             // replaced needed all sixteen, and LLVM's schedule kept two weight vectors live, so
             // one accumulator went through the stack every step (Qwen3-0.6B F16 on Zen 3, 2
-            // threads, pp64: 78-83 -> 137-152 tok/s).
+            // threads, pp64: 78-83 -> 89-152 tok/s, 137-152 without one outlier).
             Level::Avx2Fma if crate::backend::qdot::has_f16c() => Some(Tiles { rm: 2, rn: 6, pick: x86::pick_avx2 }),
             _ => None,
         }

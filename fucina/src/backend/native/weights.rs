@@ -413,7 +413,7 @@ const KGEMM_BATCH: usize = 16;
 /// products straight from the stored rows (f16 widened in the load) beat decoding panels and
 /// packing them at every batch measured up to 512 rows: Qwen3-0.6B F16 on Zen 4 (4 x 6 tiles
 /// of 16 lanes), 2 threads, pp16 53-58 -> 97-108 tok/s and pp256/pp512 8-15 % faster; on Zen 3
-/// (2 x 6 tiles of 8 lanes), 1 thread, pp16 32-36 -> 53-65, pp64 58-66 -> 70-81, pp256 69-73
+/// (2 x 6 tiles of 8 lanes), 1 thread, pp16 22-36 -> 43-65, pp64 43-66 -> 65-81, pp256 58-73
 /// -> 68-79, 2 threads pp512/pp1024 even (docs/BENCHMARK.md).
 const PACKED_BATCH_TILES: usize = 1024;
 
