@@ -4,7 +4,8 @@
 Side by side in one run: the same synthetic Qwen3 file (random weights, real shapes; the
 default preset is Qwen3-0.6B: 28 layers, hidden 1024, 16/8 heads, FFN 3072, vocab 151936),
 the same thread count, CPU only, f16 KV cache on both sides, interleaved A/B rounds (one
-repetition of every test per tool per round), medians over rounds. llama.cpp is built
+repetition of every test per tool per round), medians over rounds. Both tools warm up the
+same way: an untimed run of each test first, one cache emptied before every run. llama.cpp is built
 from the sources in the pinned llama-cpp-python sdist (benches/llama_cpp/build.sh).
 
     python3 benches/llm_vs_llama_cpp.py                      # F16, Q8_0, Q4_K, Q4_K_M, Q6_K; 2 and 1 threads; 5 rounds
