@@ -201,64 +201,45 @@ mod avx2 {
 
     /// Two Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight rows times four Q8_0 rows: each
     /// activation block is loaded and its scale converted once for both weight rows, each
-    /// weight block once for all four activation rows. Each block's integer sum is whole
-    /// (exact), then scaled and added in block order, as the scalar spec does; [`dot_rows`]
-    /// adds eight partial lanes per block, so the two round differently (the native product
-    /// gives every weight row the same kernel for any thread count).
+    /// weight block once for all four activation rows. Each of the eight sums is the same
+    /// sequence of block products as [`dot_rows`] computes, so the results are identical.
     #[inline(always)]
-    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
+    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
             let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
             let nb = w[0].len() / wb;
-            // Lanes: [w0 x a0..a3, w1 x a0..a3]. Each block's eight integer sums are reduced
-            // in registers first (horizontal adds, then the two 128-bit halves), so one
-            // conversion and one multiply-add per block serve all eight products, each sum
-            // exact as in the scalar spec, instead of one per product on eight partial lanes.
-            assert!(sa.len() >= 4 * nb, "dot_rows_2x4: activation scales");
-            let mut acc = _mm256_setzero_ps();
-            // Lanes 0..4 take weight row 0's scale, 4..8 row 1's.
-            let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+            let mut acc = [[_mm256_setzero_ps(); 4]; 2];
             for bi in 0..nb {
                 let mut ys = [_mm256_setzero_si256(); 4];
+                let mut da = [0.0f32; 4];
                 for r in 0..4 {
                     let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
-                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale.
-                    ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
+                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
+                    // enabled by the caller.
+                    {
+                        ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
+                        da[r] = scale_f16c(ba);
+                    }
                 }
-                let mut halves = [_mm256_setzero_si256(); 2];
-                let mut dw_bits = 0u32;
                 for (h, wr) in w.iter().enumerate() {
                     let bw = &wr[bi * wb..(bi + 1) * wb];
                     // SAFETY: the caller enables AVX2; `bw` is one whole block.
                     let x = { weight_block::<Q4>(bw) };
                     let ax = _mm256_sign_epi8(x, x);
-                    dw_bits |= u32::from(u16::from_le_bytes([bw[0], bw[1]])) << (16 * h);
-                    // SAFETY (all four): AVX2 is enabled by the caller.
-                    let p0 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[0], x)) };
-                    let p1 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[1], x)) };
-                    let p2 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[2], x)) };
-                    let p3 = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[3], x)) };
-                    // [a0..a3 sums of the low 128 bits | a0..a3 sums of the high 128 bits].
-                    halves[h] = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+                    // SAFETY: F16C is enabled by the caller.
+                    let dw = { scale_f16c(bw) };
+                    for r in 0..4 {
+                        // SAFETY: AVX2 is enabled by the caller.
+                        let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
+                        let d = _mm256_set1_ps(dw * da[r]);
+                        acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
+                    }
                 }
-                // Whole block sums, [w0 x a0..a3, w1 x a0..a3]; at most 32 * 127 * 127 each.
-                let sums = _mm256_add_epi32(
-                    _mm256_permute2x128_si256::<0x20>(halves[0], halves[1]),
-                    _mm256_permute2x128_si256::<0x31>(halves[0], halves[1]),
-                );
-                // Both weight scales in one F16C conversion, spread to their four lanes; the
-                // activation scales were converted once per product.
-                let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_cvtsi32_si128(dw_bits as i32)), spread);
-                // SAFETY: 4 * bi + 4 <= sa.len() (asserted above).
-                let da = _mm_loadu_ps(sa.as_ptr().add(4 * bi));
-                let d = _mm256_mul_ps(dw, _mm256_set_m128(da, da));
-                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
             }
-            let mut out = [0.0f32; 8];
-            _mm256_storeu_ps(out.as_mut_ptr(), acc);
-            [[out[0], out[1], out[2], out[3]], [out[4], out[5], out[6], out[7]]]
+            // SAFETY: AVX is enabled by the caller.
+            std::array::from_fn(|h| std::array::from_fn(|r| hsum256(acc[h][r])))
         }
     }
 
@@ -267,9 +248,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q8_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<false>(w, a, sa) }
+        unsafe { dot_rows_2x4::<false>(w, a) }
     }
 
     /// Two Q4_0 rows times four Q8_0 rows.
@@ -277,9 +258,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q4_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<true>(w, a, sa) }
+        unsafe { dot_rows_2x4::<true>(w, a) }
     }
 
     /// One Q8_0 row times four Q8_0 rows.
