@@ -7,10 +7,6 @@
 //!   bf16 (nearest even), products summed in f32;
 //! - **float** (F32, F16, BF16 weights otherwise): the stored values times f32 activations,
 //!   summed in f32;
-//! - **decoded f32** (Q8_0 and Q4_0 from `F32_BATCH` rows, where bf16 is not taken:
-//!   [`WeightFormat::takes_f32`]): the weights decoded to f32 ([`decode_row`]) times f32
-//!   activations, summed in f32 (the native backend decodes panel by panel into its packed
-//!   GEMM);
 //! - **integer** (block formats otherwise): each activation row quantized to Q8_0 (32-value
 //!   formats) or Q8_K (K-quants) and dotted block by block in integers, one or two f32
 //!   products per block.
@@ -26,10 +22,6 @@ use half::f16;
 
 /// From this many activation rows on, block-format and BF16 weights take the bf16 path.
 pub const BF16_BATCH: usize = 8;
-
-/// From this many activation rows on, Q8_0 and Q4_0 weights take the decoded-f32 path where
-/// they do not take the bf16 one.
-pub const F32_BATCH: usize = 20;
 
 /// The formats a weight matrix may be stored in for products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,15 +112,6 @@ impl WeightFormat {
                     | WeightFormat::Q8_0X16
             )
             && super::native::has_bf16_dot()
-    }
-
-    /// Whether a product of `m` rows takes the decoded-f32 path: Q8_0 and Q4_0 from
-    /// [`F32_BATCH`] rows on, where the bf16 path is not taken. Their decode is a widening
-    /// and a scale, so decoding a panel once for a whole batch and running the packed f32
-    /// GEMM beats the integer kernels there; the K-quants' decoders cost more than that saves
-    /// (measured in docs/BENCHMARK.md) and stay on the integer path.
-    pub fn takes_f32(self, m: usize, k: usize) -> bool {
-        m >= F32_BATCH && matches!(self, WeightFormat::Q8_0 | WeightFormat::Q4_0) && !self.takes_bf16(m, k)
     }
 }
 
@@ -298,15 +281,6 @@ pub fn weight_matmul_scalar(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32
             wf.iter_mut().for_each(|v| *v = bf(*v));
             for i in 0..m {
                 y[i * n + j] = xb[i * k..(i + 1) * k].iter().zip(&wf).map(|(a, b)| a * b).sum();
-            }
-        }
-        return;
-    }
-    if w.format.takes_f32(m, k) {
-        for j in 0..n {
-            decode_row(w.format, w.row(j), &mut wf);
-            for i in 0..m {
-                y[i * n + j] = x[i * k..(i + 1) * k].iter().zip(&wf).map(|(a, b)| a * b).sum();
             }
         }
         return;

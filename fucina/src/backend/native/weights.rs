@@ -6,7 +6,7 @@
 //! product is large.
 
 use super::super::fdot;
-use super::super::qdot::{self, Q8_0_BYTES};
+use super::super::qdot;
 use super::super::qdot_k::{self, KFormat};
 use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
@@ -46,11 +46,9 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     if w.format.takes_bf16(m, k) {
         return bf16_path(w, x, m, y);
     }
-    let packed = match w.format {
-        WeightFormat::Float(_) => m >= packed_batch(),
-        f => f.takes_f32(m, k),
-    };
-    if packed {
+    // Block formats take the integer kernels at every batch size (not a decoded-f32 GEMM
+    // from some batch on): a row's result must not depend on the batch it came in.
+    if matches!(w.format, WeightFormat::Float(_)) && m >= packed_batch() {
         // The packed f32 GEMM, weight rows decoded to f32 as their panels are packed.
         let parallel = may_split(m * n * k, 1 << 18);
         let pack = |pc: usize, kc: usize, j0: usize, panel: &mut [f32]| pack_weight_panel(w, pc, kc, j0, panel);
@@ -98,22 +96,9 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     }
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
-    // For the 2 x 4 tiles: each group of four activation rows' Q8_0 block scales as f32,
-    // block by block (`[group][block][row]`), converted once per product rather than once
-    // per weight row pair.
-    let nb = a_row / Q8_0_BYTES;
-    let scales4: Vec<f32> = if kern2x4.is_some() {
-        (0..m / 4)
-            .flat_map(|g| (0..nb).flat_map(move |b| (0..4).map(move |r| (4 * g + r) * a_row + b * Q8_0_BYTES)))
-            .map(|at| half::f16::from_le_bytes([qa[at], qa[at + 1]]).to_f32())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let scales4 = &scales4;
     // Weight rows in chunks that stay in L2 while every block of activation rows meets them
     // (a task's whole range on one thread is the whole matrix, streamed again per block);
-    // an even number, so a row's kernel still depends on its index alone.
+    // an even number, so which kernel a row takes still depends on its index alone.
     let jc = (WEIGHT_CHUNK_BYTES / w.format.row_bytes(k).max(1)).max(2) / 2 * 2;
     let fill = |j0: usize, j1: usize, out: &Cols| {
         let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
@@ -128,10 +113,8 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
                 while j + 2 <= c1 && i4 > i0 {
                     let pair = [w.row(j), w.row(j + 1)];
                     for i in (i0..i4).step_by(4) {
-                        let sa = &scales4[i / 4 * 4 * nb..(i / 4 + 1) * 4 * nb];
-                        // SAFETY: as for `kern4` below, for two weight rows of the same length;
-                        // `sa` holds the four rows' block scales.
-                        let r = unsafe { k24(pair, [act(i), act(i + 1), act(i + 2), act(i + 3)], sa) };
+                        // SAFETY: as for `kern4` below, for two weight rows of the same length.
+                        let r = unsafe { k24(pair, [act(i), act(i + 1), act(i + 2), act(i + 3)]) };
                         for (h, row) in r.into_iter().enumerate() {
                             for (d, v) in row.into_iter().enumerate() {
                                 // SAFETY: i + d < i4 <= m; j + h is in this task's range.
@@ -521,9 +504,8 @@ pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out
 /// writes only its own columns.
 fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, &Cols) + Sync) {
     let parallel = may_split(work, 1 << 17);
-    // Even ranges: a weight row's kernel (pairs of rows take the 2 x 4 integer tile, which
-    // rounds differently from the one-row kernels) depends on its index alone, not on the
-    // thread count.
+    // Even ranges: which kernel a weight row takes (pairs of rows take the 2 x 4 integer
+    // tile) depends on its index alone, not on the thread count.
     let per =
         if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024).next_multiple_of(2) } else { n };
     let cols = Cols { ptr: y.as_mut_ptr(), n };
