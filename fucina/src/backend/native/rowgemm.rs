@@ -457,40 +457,36 @@ mod x86 {
         store: store_256, f16: f16_256, bf16: bf16_256
     );
 
+    /// The tile of `rm` (`$rm` or 1) activation rows by `rn` (1..=6) weight rows among the
+    /// instances of `$tile`.
+    macro_rules! pick_tile {
+        ($tile:ident, $rm:literal, $rm_in:expr, $rn_in:expr) => {{
+            let full = $rm_in == $rm;
+            match (full, $rn_in) {
+                (true, 6) => $tile::<$rm, 6>,
+                (true, 5) => $tile::<$rm, 5>,
+                (true, 4) => $tile::<$rm, 4>,
+                (true, 3) => $tile::<$rm, 3>,
+                (true, 2) => $tile::<$rm, 2>,
+                (true, _) => $tile::<$rm, 1>,
+                (false, 6) => $tile::<1, 6>,
+                (false, 5) => $tile::<1, 5>,
+                (false, 4) => $tile::<1, 4>,
+                (false, 3) => $tile::<1, 3>,
+                (false, 2) => $tile::<1, 2>,
+                (false, _) => $tile::<1, 1>,
+            }
+        }};
+    }
+
     /// The AVX-512 tile of `rm` (4 or 1) activation rows by `rn` (1..=6) weight rows.
     pub fn pick_avx512(rm: usize, rn: usize) -> super::Tile {
-        match (rm, rn) {
-            (4, 6) => tile_avx512::<4, 6>,
-            (4, 5) => tile_avx512::<4, 5>,
-            (4, 4) => tile_avx512::<4, 4>,
-            (4, 3) => tile_avx512::<4, 3>,
-            (4, 2) => tile_avx512::<4, 2>,
-            (4, _) => tile_avx512::<4, 1>,
-            (_, 6) => tile_avx512::<1, 6>,
-            (_, 5) => tile_avx512::<1, 5>,
-            (_, 4) => tile_avx512::<1, 4>,
-            (_, 3) => tile_avx512::<1, 3>,
-            (_, 2) => tile_avx512::<1, 2>,
-            _ => tile_avx512::<1, 1>,
-        }
+        pick_tile!(tile_avx512, 4, rm, rn)
     }
 
     /// The AVX2 tile of `rm` (2 or 1) activation rows by `rn` (1..=6) weight rows.
     pub fn pick_avx2(rm: usize, rn: usize) -> super::Tile {
-        match (rm, rn) {
-            (2, 6) => tile_avx2::<2, 6>,
-            (2, 5) => tile_avx2::<2, 5>,
-            (2, 4) => tile_avx2::<2, 4>,
-            (2, 3) => tile_avx2::<2, 3>,
-            (2, 2) => tile_avx2::<2, 2>,
-            (2, _) => tile_avx2::<2, 1>,
-            (_, 6) => tile_avx2::<1, 6>,
-            (_, 5) => tile_avx2::<1, 5>,
-            (_, 4) => tile_avx2::<1, 4>,
-            (_, 3) => tile_avx2::<1, 3>,
-            (_, 2) => tile_avx2::<1, 2>,
-            _ => tile_avx2::<1, 1>,
-        }
+        pick_tile!(tile_avx2, 2, rm, rn)
     }
 }
 
