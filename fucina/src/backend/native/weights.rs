@@ -98,7 +98,7 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
     // Weight rows in chunks that stay in L2 while every block of activation rows meets them
     // (a task's whole range on one thread is the whole matrix, streamed again per block);
-    // an even number, so which kernel a row takes still depends on its index alone.
+    // an even number, so that pairs of rows for the 2 x 4 tile are not split at a chunk's end.
     let jc = (WEIGHT_CHUNK_BYTES / w.format.row_bytes(k).max(1)).max(2) / 2 * 2;
     let fill = |j0: usize, j1: usize, out: &Cols| {
         let act = |i: usize| &qa[i * a_row..(i + 1) * a_row];
@@ -504,8 +504,8 @@ pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out
 /// writes only its own columns.
 fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, &Cols) + Sync) {
     let parallel = may_split(work, 1 << 17);
-    // Even ranges: which kernel a weight row takes (pairs of rows take the 2 x 4 integer
-    // tile) depends on its index alone, not on the thread count.
+    // Even ranges, so that pairs of weight rows for the 2 x 4 integer tile are not split at
+    // a task's end (the tile gives the one-row kernels' bits, so this is speed, not results).
     let per =
         if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024).next_multiple_of(2) } else { n };
     let cols = Cols { ptr: y.as_mut_ptr(), n };
