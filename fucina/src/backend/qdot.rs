@@ -1,8 +1,9 @@
 //! Quantized dot products: weights in a ggml block format, activations quantized on the
 //! fly to Q8_0, integer multiply-adds per 32-value block, one f32 scale product per block.
 //!
-//! The scalar functions are the spec; the AVX2 ones (runtime-detected) must agree with them
-//! to f32 rounding (the integer block sums are exact; only the f32 accumulation order differs).
+//! The scalar functions are the spec; the AVX2 ones (runtime-detected) give their bits: each
+//! block's integer sum is exact, and every kernel (one row, four, the 2 x 4 tile) scales and
+//! adds the block sums in the spec's order, so a row's result does not depend on its batch.
 
 use half::f16;
 
@@ -57,21 +58,7 @@ pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Q4_0_BYTES, Q8_0_BYTES};
-    use crate::backend::x86::hsum256;
     use std::arch::x86_64::*;
-
-    /// Sum of the 32 products of signed bytes `x * y`, as 8 i32 lanes.
-    #[inline(always)]
-    unsafe fn mul_sum_i8(x: __m256i, y: __m256i) -> __m256i {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            // maddubs needs an unsigned left operand: |x| * (y with x's sign).
-            let ax = _mm256_sign_epi8(x, x);
-            let sy = _mm256_sign_epi8(y, x);
-            mul_sum_u8_i8(ax, sy)
-        }
-    }
 
     /// Sum of the 32 products `u * s` (unsigned by signed bytes), as 8 i32 lanes; exact for
     /// Q8_0 quants (|q| <= 127, so maddubs' i16 pairs cannot saturate). (AVX-512 VNNI's
@@ -108,45 +95,105 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_q8_0_body(w, a) }
+        unsafe { dot_row::<false>(w, a) }
     }
 
-    /// Block by block into four independent accumulators: each block's integer sum is
-    /// scaled by its two f16 scales (converted with F16C) and accumulated with one FMA.
-    /// (An earlier version reduced eight blocks' sums with horizontal adds and gathered
-    /// their scales into one vector; measured 2-3x slower.)
+    /// A block's f16 scale bits.
     #[inline(always)]
-    unsafe fn dot_q8_0_body(w: &[u8], a: &[u8]) -> f32 {
+    fn scale_bits(b: &[u8]) -> u16 {
+        u16::from_le_bytes([b[0], b[1]])
+    }
+
+    /// The whole integer sums of eight blocks, from each block's eight partial lanes: lane
+    /// `t` is block `t`'s sum (horizontal adds, then the two 128-bit halves). Exact: each sum
+    /// is at most 32 * 128 * 127 in magnitude.
+    #[inline(always)]
+    unsafe fn block_sums8(p: &[__m256i; 8]) -> __m256i {
+        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
+        unsafe {
+            // [p0..p3 sums of the low 128 bits | p0..p3 sums of the high 128 bits].
+            let lo = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            let hi = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+            _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(lo, hi), _mm256_permute2x128_si256::<0x31>(lo, hi))
+        }
+    }
+
+    /// The whole integer sums of four blocks (lane `t`: block `t`), as [`block_sums8`].
+    #[inline(always)]
+    unsafe fn block_sums4(p: &[__m256i; 4]) -> __m128i {
+        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
+        unsafe {
+            let v = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
+        }
+    }
+
+    /// The whole integer sum of one block's eight partial lanes (exact).
+    #[inline(always)]
+    unsafe fn block_sum(p: __m256i) -> i32 {
+        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
+        unsafe {
+            let v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256::<1>(p));
+            let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+            _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
+        }
+    }
+
+    /// One Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight row times one Q8_0 row, computed
+    /// exactly as the scalar spec: each block's integer sum whole, times the product of the
+    /// two scales (`(d_w * d_a) * s`, each an f32 rounding), added to one f32 sum in block
+    /// order. So every kernel here (one row, four, the 2 x 4 tile) gives the spec's bits,
+    /// and a row's result cannot depend on the batch it came in. Eight blocks at a time: their
+    /// sums reduced into one vector, scaled by eight scale products (one F16C conversion per
+    /// row's eight scales), then added in order.
+    #[inline(always)]
+    unsafe fn dot_row<const Q4: bool>(w: &[u8], a: &[u8]) -> f32 {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
-            let nb = w.len() / Q8_0_BYTES;
+            let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
+            let nb = w.len() / wb;
             assert!(a.len() >= nb * Q8_0_BYTES, "dot_q8_0: activation row shorter than the weight row");
-            let (wp, ap) = (w.as_ptr(), a.as_ptr());
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let block = |o: usize, acc: &mut __m256| {
-                // SAFETY: o + 34 <= nb * 34 bytes of both rows (checked above); the caller enables
-                // AVX2 and F16C.
-                {
-                    let x = _mm256_loadu_si256(wp.add(o + 2) as *const __m256i);
-                    let y = _mm256_loadu_si256(ap.add(o + 2) as *const __m256i);
-                    let p = mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-                    let scale = |p: *const u8| f16c_bits(u16::from_le((p as *const u16).read_unaligned()));
-                    let d = _mm256_set1_ps(scale(wp.add(o)) * scale(ap.add(o)));
-                    *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
-                }
-            };
+            let mut acc = 0.0f32;
             let mut b = 0;
-            while b + 4 <= nb {
-                for (t, at) in acc.iter_mut().enumerate() {
-                    block((b + t) * Q8_0_BYTES, at);
+            while b + 8 <= nb {
+                let mut p = [_mm256_setzero_si256(); 8];
+                let mut sw = [0u16; 8];
+                let mut sa = [0u16; 8];
+                for t in 0..8 {
+                    let bw = &w[(b + t) * wb..(b + t + 1) * wb];
+                    let ba = &a[(b + t) * Q8_0_BYTES..(b + t + 1) * Q8_0_BYTES];
+                    // SAFETY: `bw` is one whole weight block, `ba` one Q8_0 block (32 quant
+                    // bytes after its scale); the caller enables AVX2.
+                    let (x, y) = { (weight_block::<Q4>(bw), _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i)) };
+                    p[t] = mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+                    sw[t] = scale_bits(bw);
+                    sa[t] = scale_bits(ba);
                 }
-                b += 4;
+                let s = _mm256_cvtepi32_ps(block_sums8(&p));
+                let bits = |v: [u16; 8]| {
+                    _mm_setr_epi16(
+                        v[0] as i16, v[1] as i16, v[2] as i16, v[3] as i16, v[4] as i16, v[5] as i16, v[6] as i16,
+                        v[7] as i16,
+                    )
+                };
+                let d = _mm256_mul_ps(_mm256_cvtph_ps(bits(sw)), _mm256_cvtph_ps(bits(sa)));
+                let mut terms = [0.0f32; 8];
+                _mm256_storeu_ps(terms.as_mut_ptr(), _mm256_mul_ps(d, s));
+                for t in terms {
+                    acc += t;
+                }
+                b += 8;
             }
-            for (t, i) in (b..nb).enumerate() {
-                block(i * Q8_0_BYTES, &mut acc[t]);
+            for b in b..nb {
+                let bw = &w[b * wb..(b + 1) * wb];
+                let ba = &a[b * Q8_0_BYTES..(b + 1) * Q8_0_BYTES];
+                // SAFETY: as in the loop above.
+                let (x, y) = { (weight_block::<Q4>(bw), _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i)) };
+                let s = block_sum(mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
+                acc += scale_f16c(bw) * scale_f16c(ba) * s as f32;
             }
-            hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])))
+            acc
         }
     }
 
@@ -171,75 +218,88 @@ mod avx2 {
         }
     }
 
-    /// One Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight row times `R` Q8_0 rows; the
-    /// weight block is loaded and made unsigned once for all rows.
+    /// One Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight row times four Q8_0 rows; the
+    /// weight block is loaded and made unsigned once for all rows. Each block's four integer
+    /// sums are reduced whole, then scaled and added as in [`dot_row`] (the spec's bits).
     #[inline(always)]
-    unsafe fn dot_rows<const Q4: bool, const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
+    unsafe fn dot_rows4<const Q4: bool>(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
             let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
-            let mut acc = [_mm256_setzero_ps(); R];
+            let mut acc = _mm_setzero_ps();
             for (bi, bw) in w.chunks_exact(wb).enumerate() {
                 // SAFETY: the caller enables AVX2; `bw` is one whole block.
                 let x = { weight_block::<Q4>(bw) };
                 let ax = _mm256_sign_epi8(x, x);
-                // SAFETY: F16C is enabled by the caller.
-                let dw = { scale_f16c(bw) };
-                for r in 0..R {
+                let mut p = [_mm256_setzero_si256(); 4];
+                let mut sa = [0i16; 4];
+                for r in 0..4 {
                     let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
+                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale.
                     let y = { _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i) };
-                    let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(y, x)) };
-                    let d = _mm256_set1_ps(dw * { scale_f16c(ba) });
-                    acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+                    p[r] = mul_sum_u8_i8(ax, _mm256_sign_epi8(y, x));
+                    sa[r] = scale_bits(ba) as i16;
                 }
+                let s = _mm_cvtepi32_ps(block_sums4(&p));
+                let da = _mm_cvtph_ps(_mm_setr_epi16(sa[0], sa[1], sa[2], sa[3], 0, 0, 0, 0));
+                // SAFETY: F16C is enabled by the caller.
+                let d = _mm_mul_ps(_mm_set1_ps(scale_f16c(bw)), da);
+                acc = _mm_add_ps(acc, _mm_mul_ps(d, s));
             }
-            // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|r| hsum256(acc[r]))
+            let mut out = [0.0f32; 4];
+            _mm_storeu_ps(out.as_mut_ptr(), acc);
+            out
         }
     }
 
     /// Two Q8_0 (`Q4: false`) or Q4_0 (`Q4: true`) weight rows times four Q8_0 rows: each
-    /// activation block is loaded and its scale converted once for both weight rows, each
-    /// weight block once for all four activation rows. Each of the eight sums is the same
-    /// sequence of block products as [`dot_rows`] computes, so the results are identical.
+    /// activation block is loaded once for both weight rows, each weight block once for all
+    /// four activation rows. Each block's eight integer sums are reduced whole in registers
+    /// and take one conversion, one scale product and one add for all eight outputs (lanes
+    /// `[w0 x a0..a3, w1 x a0..a3]`), which round as [`dot_row`] does: the spec's bits.
+    /// `sa` holds the four rows' block scales as f32, `sa[4 * b + r]`.
     #[inline(always)]
-    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    unsafe fn dot_rows_2x4<const Q4: bool>(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
             let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
             let nb = w[0].len() / wb;
-            let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+            assert!(sa.len() >= 4 * nb, "dot_rows_2x4: activation scales");
+            let mut acc = _mm256_setzero_ps();
+            // Lanes 0..4 take weight row 0's scale, 4..8 row 1's.
+            let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             for bi in 0..nb {
                 let mut ys = [_mm256_setzero_si256(); 4];
-                let mut da = [0.0f32; 4];
                 for r in 0..4 {
                     let ba = &a[r][bi * Q8_0_BYTES..(bi + 1) * Q8_0_BYTES];
-                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale; F16C is
-                    // enabled by the caller.
-                    {
-                        ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
-                        da[r] = scale_f16c(ba);
-                    }
+                    // SAFETY: a Q8_0 block holds 32 quant bytes after its 2-byte scale.
+                    ys[r] = _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i);
                 }
+                let mut p = [_mm256_setzero_si256(); 8];
+                let mut dw_bits = 0u32;
                 for (h, wr) in w.iter().enumerate() {
                     let bw = &wr[bi * wb..(bi + 1) * wb];
                     // SAFETY: the caller enables AVX2; `bw` is one whole block.
                     let x = { weight_block::<Q4>(bw) };
                     let ax = _mm256_sign_epi8(x, x);
-                    // SAFETY: F16C is enabled by the caller.
-                    let dw = { scale_f16c(bw) };
+                    dw_bits |= u32::from(scale_bits(bw)) << (16 * h);
                     for r in 0..4 {
-                        // SAFETY: AVX2 is enabled by the caller.
-                        let p = { mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x)) };
-                        let d = _mm256_set1_ps(dw * da[r]);
-                        acc[h][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h][r]);
+                        p[4 * h + r] = mul_sum_u8_i8(ax, _mm256_sign_epi8(ys[r], x));
                     }
                 }
+                let s = _mm256_cvtepi32_ps(block_sums8(&p));
+                // Both weight scales in one F16C conversion, spread to their four lanes.
+                let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_cvtsi32_si128(dw_bits as i32)), spread);
+                // SAFETY: 4 * bi + 4 <= sa.len() (asserted above).
+                let da = _mm_loadu_ps(sa.as_ptr().add(4 * bi));
+                let d = _mm256_mul_ps(dw, _mm256_set_m128(da, da));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(d, s));
             }
-            // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|h| std::array::from_fn(|r| hsum256(acc[h][r])))
+            let mut out = [0.0f32; 8];
+            _mm256_storeu_ps(out.as_mut_ptr(), acc);
+            [[out[0], out[1], out[2], out[3]], [out[4], out[5], out[6], out[7]]]
         }
     }
 
@@ -248,9 +308,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q8_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q8_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<false>(w, a) }
+        unsafe { dot_rows_2x4::<false>(w, a, sa) }
     }
 
     /// Two Q4_0 rows times four Q8_0 rows.
@@ -258,9 +318,9 @@ mod avx2 {
     /// # Safety
     /// As for [`dot_q4_0_q8_0`], for each pair of rows; both weight rows have the same length.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4]) -> [[f32; 4]; 2] {
+    pub unsafe fn dot_q4_0_2x4(w: [&[u8]; 2], a: [&[u8]; 4], sa: &[f32]) -> [[f32; 4]; 2] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows_2x4::<true>(w, a) }
+        unsafe { dot_rows_2x4::<true>(w, a, sa) }
     }
 
     /// One Q8_0 row times four Q8_0 rows.
@@ -270,7 +330,7 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q8_0_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows::<false, 4>(w, a) }
+        unsafe { dot_rows4::<false>(w, a) }
     }
 
     /// One Q4_0 row times four Q8_0 rows.
@@ -280,7 +340,7 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q4_0_x4(w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
         // SAFETY: the caller's guarantees are this function's.
-        unsafe { dot_rows::<true, 4>(w, a) }
+        unsafe { dot_rows4::<true>(w, a) }
     }
 
     /// AVX2 Q4_0 x Q8_0.
@@ -289,28 +349,8 @@ mod avx2 {
     /// As for [`dot_q8_0_q8_0`], with `w` in Q4_0 blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
-        let mut acc = _mm256_setzero_ps();
-        let low = _mm256_set1_epi8(0x0F);
-        let eight = _mm256_set1_epi8(8);
-        for (bw, ba) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-            // SAFETY: a Q4_0 block has 16 nibble bytes after its scale; a Q8_0 block 32 bytes.
-            let (packed, y) = unsafe {
-                (
-                    _mm_loadu_si128(bw[2..].as_ptr() as *const __m128i),
-                    _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i),
-                )
-            };
-            // Low nibbles are values 0..16, high nibbles values 16..32.
-            let both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-            let x = _mm256_sub_epi8(_mm256_and_si256(both, low), eight);
-            // SAFETY: AVX2 is enabled for this function.
-            let p = unsafe { mul_sum_i8(x, y) };
-            // SAFETY: F16C is enabled for this function.
-            let d = _mm256_set1_ps(unsafe { scale_f16c(bw) * scale_f16c(ba) });
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-        }
-        // SAFETY: AVX is enabled for this function.
-        unsafe { hsum256(acc) }
+        // SAFETY: the caller's guarantees are this function's.
+        unsafe { dot_row::<true>(w, a) }
     }
 }
 

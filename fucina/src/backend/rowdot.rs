@@ -7,5 +7,7 @@ pub type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
 /// A four-row kernel: one encoded weight row times four quantized activation rows.
 pub type RowDot4 = unsafe fn(&[u8], [&[u8]; 4]) -> [f32; 4];
 
-/// A tile kernel: two encoded weight rows times four quantized activation rows.
-pub type RowDot2x4 = unsafe fn([&[u8]; 2], [&[u8]; 4]) -> [[f32; 4]; 2];
+/// A tile kernel: two encoded weight rows times four quantized activation rows, given the
+/// activation rows' block scales as f32, four per block (`scales[4 * b + r]`: row `r`, block
+/// `b`).
+pub type RowDot2x4 = unsafe fn([&[u8]; 2], [&[u8]; 4], &[f32]) -> [[f32; 4]; 2];

@@ -6,7 +6,7 @@
 //! product is large.
 
 use super::super::fdot;
-use super::super::qdot;
+use super::super::qdot::{self, Q8_0_BYTES};
 use super::super::qdot_k::{self, KFormat};
 use super::super::rowdot::{RowDot, RowDot2x4, RowDot4};
 use super::super::weights::{
@@ -96,6 +96,19 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
     }
     // Activation rows in blocks that stay in L1/L2 while a chunk of weight rows meets them.
     let ib = (16 * 1024 / a_row.max(1)).clamp(4, 64) / 4 * 4;
+    // For the 2 x 4 tiles: each group of four activation rows' Q8_0 block scales as f32,
+    // block by block (`[group][block][row]`), converted once per product rather than once
+    // per pair of weight rows.
+    let nb = a_row / Q8_0_BYTES;
+    let scales4: Vec<f32> = if kern2x4.is_some() {
+        (0..m / 4)
+            .flat_map(|g| (0..nb).flat_map(move |b| (0..4).map(move |r| (4 * g + r) * a_row + b * Q8_0_BYTES)))
+            .map(|at| half::f16::from_le_bytes([qa[at], qa[at + 1]]).to_f32())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let scales4 = &scales4;
     // Weight rows in chunks that stay in L2 while every block of activation rows meets them
     // (a task's whole range on one thread is the whole matrix, streamed again per block);
     // an even number, so that pairs of rows for the 2 x 4 tile are not split at a chunk's end.
@@ -113,8 +126,10 @@ pub fn weight_matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32]) {
                 while j + 2 <= c1 && i4 > i0 {
                     let pair = [w.row(j), w.row(j + 1)];
                     for i in (i0..i4).step_by(4) {
-                        // SAFETY: as for `kern4` below, for two weight rows of the same length.
-                        let r = unsafe { k24(pair, [act(i), act(i + 1), act(i + 2), act(i + 3)]) };
+                        let sa = &scales4[i / 4 * 4 * nb..(i / 4 + 1) * 4 * nb];
+                        // SAFETY: as for `kern4` below, for two weight rows of the same length;
+                        // `sa` holds the four rows' block scales.
+                        let r = unsafe { k24(pair, [act(i), act(i + 1), act(i + 2), act(i + 3)], sa) };
                         for (h, row) in r.into_iter().enumerate() {
                             for (d, v) in row.into_iter().enumerate() {
                                 // SAFETY: i + d < i4 <= m; j + h is in this task's range.
