@@ -267,7 +267,8 @@ fn weight_kernels_match_the_scalar_spec_on_odd_shapes() {
     for (format, ty) in formats {
         // Q8_0 and Q4_0 blocks are 32 values: lengths of 1 and 11 blocks too, which cross the
         // one-row kernel's groups of eight blocks.
-        let short: &[(usize, usize)] = if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) { &[(5, 32), (9, 352)] } else { &[] };
+        let short: &[(usize, usize)] =
+            if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) { &[(5, 32), (9, 352)] } else { &[] };
         for &(n, k) in [(1, 256), (3, 512), (17, 256), (33, 768), (700, 256)].iter().chain(short) {
             let wf: Vec<f32> = (0..n * k).map(|i| val(1, i)).collect();
             let data = fucina::quant::quantize(ty, &wf).unwrap();
