@@ -137,10 +137,14 @@ unsafe fn dot_q6k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
                 let sc16 = _mm256_cvtepi8_epi16(sc8);
                 let sc = _mm512_castsi256_si512(sc16);
                 // The offset's share: -32 * sum_g scale_g * bsum_g, in the low eight lanes.
-                let mut sumi: [__m512i; R] = std::array::from_fn(|r| {
+                // A loop, not `array::from_fn`: a closure here does not get the caller's
+                // features, so its intrinsics would be calls.
+                let mut sumi = [_mm512_setzero_si512(); R];
+                for r in 0..R {
                     let bias = _mm256_madd_epi16(sc16, load256(&ba[r][260..]));
-                    _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5)))
-                });
+                    sumi[r] =
+                        _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5)));
+                }
                 for h in 0..2 {
                     let l = load512(&ql[64 * h..]);
                     let hb = _mm512_broadcast_i64x4(load256(&qh[32 * h..]));
