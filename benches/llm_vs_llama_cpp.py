@@ -29,7 +29,7 @@ LLAMA_BENCH = os.path.join(ROOT, "benches", "llama_cpp", "build", "bin", "llama-
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import cpu_model  # noqa: E402
+from bench_common import cpu_model, outlined_simd_calls  # noqa: E402
 
 
 def run(cmd, **kw):
@@ -87,6 +87,10 @@ def main():
         subprocess.run([os.path.join(ROOT, "benches", "llama_cpp", "build.sh")], check=True)
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "fucina-models", "--bin", "lm-bench", "--bin", "synth",
                     "--bin", "quantize"], check=True, cwd=ROOT)
+    outlined = outlined_simd_calls(os.path.join(ROOT, "target", "release", "lm-bench"))
+    if outlined:
+        sys.exit("lm-bench calls SIMD intrinsics as functions (a kernel's closure did not get its "
+                 "target features), so its numbers would not be the kernels':\n  " + "\n  ".join(outlined))
     os.makedirs(a.models, exist_ok=True)
     f_extra = (["--no-mmap"] if a.no_mmap else []) + ["--kv", a.kv]
     l_extra = (["-lm", "none"] if a.no_mmap else []) + ["-ctk", a.kv, "-ctv", a.kv]
