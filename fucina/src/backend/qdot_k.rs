@@ -203,10 +203,18 @@ pub fn dot_k_q8_k_scalar(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
             isum += u.scale[g] * s;
             msum += u.min[g] * q8k_bsum(ba, g);
         }
-        let da = q8k_d(ba);
-        acc += u.d * da * isum as f32 - u.dmin * da * msum as f32;
+        acc = super_block_term(acc, u.d, u.dmin, q8k_d(ba), isum, msum);
     }
     acc
+}
+
+/// One super-block's share added to a row's sum, as the spec rounds it: `acc + ((d * da) *
+/// isum - (dmin * da) * msum)`, each an f32 operation. The AVX2 row kernels reduce their
+/// integer sums whole and call this too, so they give the spec's bits (as the tile GEMM does)
+/// and a row's result does not depend on the batch it came in.
+#[inline(always)]
+pub(crate) fn super_block_term(acc: f32, d: f32, dmin: f32, da: f32, isum: i32, msum: i32) -> f32 {
+    acc + (d * da * isum as f32 - dmin * da * msum as f32)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -214,8 +222,7 @@ mod avx512;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, KFormat, Q8_K_BYTES};
-    use crate::backend::x86::{hsum128, hsum256};
+    use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, super_block_term, KFormat, Q8_K_BYTES};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -246,6 +253,23 @@ mod avx2 {
         unsafe {
             let bits = u16::from_le_bytes([b[at], b[at + 1]]);
             _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+        }
+    }
+
+    /// The exact sum of eight i32 lanes.
+    #[inline(always)]
+    unsafe fn hsum_i32x8(v: __m256i) -> i32 {
+        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
+        unsafe { hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))) }
+    }
+
+    /// The exact sum of four i32 lanes.
+    #[inline(always)]
+    unsafe fn hsum_i32x4(v: __m128i) -> i32 {
+        // SAFETY: register-only SSE2 intrinsics (part of the caller's AVX2).
+        unsafe {
+            let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+            _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
         }
     }
 
@@ -306,8 +330,7 @@ mod avx2 {
             let bytes = if Q5 { 176 } else { 144 };
             let m4 = _mm256_set1_epi8(0x0F);
             let sixteen = _mm256_set1_epi8(16);
-            let mut acc = [_mm256_setzero_ps(); R];
-            let mut acc_m = [_mm_setzero_ps(); R];
+            let mut acc = [0.0f32; R];
             for (bi, b) in w.chunks_exact(bytes).enumerate() {
                 let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
                 // SAFETY: F16C is enabled by the caller.
@@ -315,13 +338,13 @@ mod avx2 {
                 // SAFETY: SSE2 is part of the caller's AVX2.
                 let sm = { k4_scales_mins(&b[4..20]) };
                 let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+                let mut msum = [0i32; R];
                 for r in 0..R {
                     // Minimums: m[j] times the activation sum over the 32 values of scale j.
                     // SAFETY: (this block) AVX2 is enabled by the caller; loads stay in the blocks.
                     let bs = { bsums(ba[r]) };
                     let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                    let prod = _mm_madd_epi16(mins, pairs);
-                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin * q8k_d(ba[r])), _mm_cvtepi32_ps(prod), acc_m[r]);
+                    msum[r] = hsum_i32x4(_mm_madd_epi16(mins, pairs));
                 }
                 let qs = if Q5 { &b[48..176] } else { &b[16..144] };
                 let hm = if Q5 { load(&b[16..48]) } else { _mm256_setzero_si256() };
@@ -352,11 +375,10 @@ mod avx2 {
                     }
                 }
                 for r in 0..R {
-                    let dd = _mm256_set1_ps(d * q8k_d(ba[r]));
-                    acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                    acc[r] = super_block_term(acc[r], d, dmin, q8k_d(ba[r]), hsum_i32x8(sumi[r]), msum[r]);
                 }
             }
-            std::array::from_fn(|r| hsum256(acc[r]) - hsum128(acc_m[r]))
+            acc
         }
     }
 
@@ -428,7 +450,7 @@ mod avx2 {
         unsafe {
             let m4 = _mm256_set1_epi8(0x0F);
             let m3 = _mm256_set1_epi8(3);
-            let mut acc = [_mm256_setzero_ps(); R];
+            let mut acc = [0.0f32; R];
             for (bi, b) in w.chunks_exact(210).enumerate() {
                 let ba: [&[u8]; R] = std::array::from_fn(|r| &a[r][bi * Q8_K_BYTES..(bi + 1) * Q8_K_BYTES]);
                 let (ql, qh) = (&b[..128], &b[128..192]);
@@ -474,12 +496,11 @@ mod avx2 {
                 // SAFETY: F16C is enabled by the caller.
                 let d = { f16c_at(b, 208) };
                 for r in 0..R {
-                    let dd = _mm256_set1_ps(q8k_d(ba[r]) * d);
-                    acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                    // No minimums (the spec's dmin and msum are zero).
+                    acc[r] = super_block_term(acc[r], d, 0.0, q8k_d(ba[r]), hsum_i32x8(sumi[r]), 0);
                 }
             }
-            // SAFETY: AVX is enabled by the caller.
-            std::array::from_fn(|r| hsum256(acc[r]))
+            acc
         }
     }
 
@@ -493,7 +514,7 @@ mod avx2 {
     pub unsafe fn dot_k_q8_k(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
         let m3 = _mm256_set1_epi8(3);
         let one = _mm256_set1_epi8(1);
-        let mut acc = _mm256_setzero_ps();
+        let mut acc = 0.0f32;
         for (b, ba) in w.chunks_exact(f.block_bytes()).zip(a.chunks_exact(Q8_K_BYTES)) {
             let qa = &ba[4..260];
             let mut sumi = _mm256_setzero_si256();
@@ -546,13 +567,11 @@ mod avx2 {
                 }
                 other => unreachable!("{other:?} has its own kernel"),
             }
-            let da = q8k_d(ba);
-            let sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(bias, 0, 0, 0, 0, 0, 0, 0));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi), acc);
-            acc = _mm256_sub_ps(acc, _mm256_setr_ps(dmin * da * msum as f32, 0., 0., 0., 0., 0., 0., 0.));
+            // SAFETY: AVX2 is enabled (this fn's contract).
+            let isum = unsafe { hsum_i32x8(sumi) } - bias;
+            acc = super_block_term(acc, d, dmin, q8k_d(ba), isum, msum);
         }
-        // SAFETY: AVX is enabled for this function.
-        unsafe { hsum256(acc) }
+        acc
     }
 }
 
