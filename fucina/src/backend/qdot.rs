@@ -282,8 +282,12 @@ mod avx2 {
         // SAFETY: the caller's contract: every block read here lies in its row.
         unsafe {
             let wb = if Q4 { Q4_0_BYTES } else { Q8_0_BYTES };
-            let ys: [__m256i; 4] =
-                std::array::from_fn(|r| _mm256_loadu_si256(ap[r].add(bi * Q8_0_BYTES + 2) as *const __m256i));
+            // A loop, not `array::from_fn`: this fn gets its features from its caller, and a
+            // closure would not, so its intrinsics could stay calls.
+            let mut ys = [_mm256_setzero_si256(); 4];
+            for r in 0..4 {
+                ys[r] = _mm256_loadu_si256(ap[r].add(bi * Q8_0_BYTES + 2) as *const __m256i);
+            }
             let mut p = [_mm256_setzero_si256(); 8];
             let mut dw_bits = 0u32;
             for h in 0..2 {

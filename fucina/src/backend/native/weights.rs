@@ -423,9 +423,8 @@ mod q8_0_avx2 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    /// Quantizes 32 values (`x`) into one Q8_0 block (`o`, 34 bytes): `d = amax / 127` (NaN
-    /// ignored, as `f32::max` ignores it) stored as f16, levels `v / d` rounded half away
-    /// from zero and cast to a byte as the scalar's `as i8` does (saturating; NaN to 0).
+    /// Quantizes 32 values (`x`) into one Q8_0 block (`o`, 34 bytes), as
+    /// [`super::q8_0_avx512::quantize_block`] says, eight lanes at a time.
     ///
     /// # Safety
     /// The CPU has AVX2; `x` holds 32 values and `o` 34 bytes.
@@ -480,11 +479,8 @@ mod q8k_avx2 {
     use super::qdot_k::{Q8_K_BYTES, QK_K};
     use std::arch::x86_64::*;
 
-    /// Quantizes 256 values (`x`) into one Q8_K block (`o`, 292 bytes): the scale of the
-    /// first value of largest magnitude (NaN ignored, as the scalar loop's `>` ignores it),
-    /// levels rounded to nearest even (the scalar's magic-number rounding, for |v| <= 127)
-    /// and capped at 127, truncated to a byte as the scalar's `as i8` does (a NaN level, 0),
-    /// and the sums of sixteen levels.
+    /// Quantizes 256 values (`x`) into one Q8_K block (`o`, 292 bytes), as
+    /// [`super::q8k_avx512::quantize_block`] says, eight lanes at a time.
     ///
     /// # Safety
     /// The CPU has AVX2; `x` holds 256 values and `o` 292 bytes.
