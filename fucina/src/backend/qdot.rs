@@ -58,6 +58,7 @@ pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Q4_0_BYTES, Q8_0_BYTES};
+    use crate::backend::x86::hsum_i32x8;
     use std::arch::x86_64::*;
 
     /// Sum of the 32 products `u * s` (unsigned by signed bytes), as 8 i32 lanes; exact for
@@ -145,17 +146,6 @@ mod avx2 {
         }
     }
 
-    /// The whole integer sum of one block's eight partial lanes (exact).
-    #[inline(always)]
-    unsafe fn block_sum(p: __m256i) -> i32 {
-        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
-        unsafe {
-            let v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256::<1>(p));
-            let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-            _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
-        }
-    }
-
     /// Eight f16 bit patterns in one vector, for one F16C conversion.
     #[inline(always)]
     fn f16x8(v: [u16; 8]) -> __m128i {
@@ -208,7 +198,7 @@ mod avx2 {
                 let ba = &a[b * Q8_0_BYTES..(b + 1) * Q8_0_BYTES];
                 // SAFETY: as in the loop above.
                 let (x, y) = { (weight_block::<Q4>(bw), _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i)) };
-                let s = block_sum(mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
+                let s = hsum_i32x8(mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
                 acc += scale_f16c(bw) * scale_f16c(ba) * s as f32;
             }
             acc

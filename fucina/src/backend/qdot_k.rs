@@ -223,6 +223,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{f16_at, q3k_scales, q8k_bsum, q8k_d, super_block_term, KFormat, Q8_K_BYTES};
+    use crate::backend::x86::{hsum_i32x4, hsum_i32x8};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -253,23 +254,6 @@ mod avx2 {
         unsafe {
             let bits = u16::from_le_bytes([b[at], b[at + 1]]);
             _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-        }
-    }
-
-    /// The exact sum of eight i32 lanes.
-    #[inline(always)]
-    unsafe fn hsum_i32x8(v: __m256i) -> i32 {
-        // SAFETY: register-only AVX2 intrinsics; the caller enables AVX2.
-        unsafe { hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))) }
-    }
-
-    /// The exact sum of four i32 lanes.
-    #[inline(always)]
-    unsafe fn hsum_i32x4(v: __m128i) -> i32 {
-        // SAFETY: register-only SSE2 intrinsics (part of the caller's AVX2).
-        unsafe {
-            let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-            _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
         }
     }
 

@@ -25,3 +25,26 @@ pub(crate) unsafe fn hsum128(v: __m128) -> f32 {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
     }
 }
+
+/// The exact sum of eight i32 lanes: the two halves added, then [`hsum_i32x4`].
+///
+/// # Safety
+/// The CPU has AVX2 (the callers run under their AVX2 `target_feature`).
+#[inline(always)]
+pub(crate) unsafe fn hsum_i32x8(v: __m256i) -> i32 {
+    // SAFETY: register-only intrinsics; AVX2 is present per this fn's contract.
+    unsafe { hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))) }
+}
+
+/// The exact sum of four i32 lanes.
+///
+/// # Safety
+/// The CPU has SSE2 (x86-64's baseline).
+#[inline(always)]
+pub(crate) unsafe fn hsum_i32x4(v: __m128i) -> i32 {
+    // SAFETY: register-only SSE2 intrinsics.
+    unsafe {
+        let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+        _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
+    }
+}
