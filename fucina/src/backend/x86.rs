@@ -26,6 +26,21 @@ pub(crate) unsafe fn hsum128(v: __m128) -> f32 {
     }
 }
 
+/// The largest of eight f32 lanes (none of them NaN): the two halves, then pairs, then the
+/// last two.
+///
+/// # Safety
+/// The CPU has AVX (the callers run under their AVX2 `target_feature`).
+#[inline(always)]
+pub(crate) unsafe fn hmax256(v: __m256) -> f32 {
+    // SAFETY: register-only intrinsics; AVX is present per this fn's contract.
+    unsafe {
+        let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
+    }
+}
+
 /// The exact sum of eight i32 lanes: the two halves added, then [`hsum_i32x4`].
 ///
 /// # Safety

@@ -420,6 +420,7 @@ mod q8k_avx512 {
 #[cfg(target_arch = "x86_64")]
 mod q8_0_avx2 {
     use super::qdot::Q8_0_BYTES;
+    use crate::backend::x86::hmax256;
     use half::f16;
     use std::arch::x86_64::*;
 
@@ -441,9 +442,8 @@ mod q8_0_avx2 {
         for vg in v {
             m = _mm256_max_ps(abs(vg), m);
         }
-        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        // SAFETY: AVX2 is enabled for this function; `m` holds no NaN.
+        let amax = unsafe { hmax256(m) };
         let d = amax / 127.0;
         let id = if d == 0.0 { 0.0 } else { 1.0 / d };
         o[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
@@ -477,6 +477,7 @@ mod q8_0_avx2 {
 #[cfg(target_arch = "x86_64")]
 mod q8k_avx2 {
     use super::qdot_k::{Q8_K_BYTES, QK_K};
+    use crate::backend::x86::{hmax256, hsum_i32x8};
     use std::arch::x86_64::*;
 
     /// Quantizes 256 values (`x`) into one Q8_K block (`o`, 292 bytes), as
@@ -496,9 +497,8 @@ mod q8k_avx2 {
             // NaN in the first operand gives `m` back: a NaN never becomes the maximum.
             m = _mm256_max_ps(_mm256_and_ps(load(g), abs_mask), m);
         }
-        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        // SAFETY: AVX2 is enabled for this function; `m` holds no NaN.
+        let amax = unsafe { hmax256(m) };
         if amax == 0.0 {
             o[..Q8_K_BYTES].fill(0);
             return;
@@ -529,10 +529,8 @@ mod q8k_avx2 {
             let u = _mm256_packus_epi32(_mm256_and_si256(q[0], low), _mm256_and_si256(q[1], low));
             let b = _mm256_packus_epi16(u, u);
             let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
-            let s = _mm256_add_epi32(q[0], q[1]);
-            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s))) as i16;
+            // SAFETY: AVX2 is enabled for this function.
+            let sum = unsafe { hsum_i32x8(_mm256_add_epi32(q[0], q[1])) } as i16;
             // SAFETY: bytes 4 + 16g..20 + 16g and 260 + 2g..262 + 2g lie in `o` (292 bytes).
             unsafe {
                 _mm_storeu_si128(op.add(4 + 16 * g).cast(), _mm256_castsi256_si128(b));
