@@ -170,50 +170,68 @@ mod x86 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    #[cfg(doc)]
     use super::super::super::qdot_k::scale_min_k4;
     use super::{KTile, GROUP};
     use std::arch::x86_64::*;
 
-    /// The f16 at `b[at..at + 2]` as f32.
-    #[inline(always)]
-    fn f16_at(b: &[u8], at: usize) -> f32 {
-        half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
-    }
-
     /// Q4_K (144 bytes: d, dmin, 12 bytes of scales and minimums, 128 bytes of nibbles).
     ///
+    /// The eight 6-bit scales and minimums come out of the 12 bytes with 32-bit masks and
+    /// shifts (four bytes at a time, the same bits as [`scale_min_k4`]), and are spread to
+    /// the tile's 16-lane vectors by byte shuffles; nothing is unpacked one value at a time.
+    ///
     /// # Safety
-    /// AVX2 is present; `b` holds 144 bytes.
-    #[target_feature(enable = "avx2")]
+    /// AVX2 and F16C are present; `b` holds 144 bytes.
+    #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn fill_q4k(b: &[u8], t: &mut KTile) {
-        debug_assert!(b.len() >= 144);
-        (t.d, t.dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let (sc, mn) = scale_min_k4(&b[4..16]);
+        assert!(b.len() >= 144, "kgemm: Q4_K block");
+        let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (u0, u1, u2) = (word(4), word(8), word(12));
+        // Bytes j < 4: the low six bits of bytes j (scales) and 4 + j (minimums); bytes
+        // 4 + j: the nibble of byte 8 + j below the top two bits of byte j (or 4 + j).
+        let (lo6, nib, top2) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);
+        let sc = (u0 & lo6) as u64 | (((u2 & nib) | (((u0 >> 6) & top2) << 4)) as u64) << 32;
+        let mn = (u1 & lo6) as u64 | ((((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4)) as u64) << 32;
         let m4 = _mm256_set1_epi8(0x0F);
-        // SAFETY: 16 + 32c + 32 <= 144 bytes read; the tile's levels are 32-byte aligned.
+        // SAFETY: 16 + 32c + 32 <= 144 bytes read; bytes 0..4 hold d and dmin; the tile's
+        // vectors are 32-byte aligned.
         unsafe {
+            let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(word(0) as i32));
+            t.d = _mm_cvtss_f32(dd);
+            t.dmin = _mm_cvtss_f32(_mm_shuffle_ps::<1>(dd, dd));
             for c in 0..4 {
                 let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
                 let q = t.q.as_mut_ptr().add(64 * c);
                 _mm256_store_si256(q.cast(), _mm256_and_si256(v, m4));
                 _mm256_store_si256(q.add(32).cast(), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
             }
+            // Byte s (zero-extended to 16 bits) of the scales into all sixteen lanes of
+            // scv[s]; the minimums byte g / 2 into lane g.
+            let scb = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(sc as i64));
+            for s in 0..8 {
+                let pick = _mm256_set1_epi16((0x8000 | s) as u16 as i16);
+                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(scb, pick));
+            }
+            let mnb = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(mn as i64));
+            let z = -128i8; // a shuffle index with the top bit set gives a zero byte
+            #[rustfmt::skip]
+            let pick = _mm256_setr_epi8(
+                0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,
+                4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z,
+            );
+            _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_shuffle_epi8(mnb, pick));
+            _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_setzero_si256());
         }
-        for s in 0..8 {
-            t.scv[s] = [sc[s] as i16; 16];
-            t.min[2 * s] = mn[s] as i16;
-            t.min[2 * s + 1] = mn[s] as i16;
-        }
-        t.offsc = [0; 16];
     }
 
     /// Q6_K (210 bytes: 128 bytes of low nibbles, 64 of high pairs, 16 int8 scales, d).
     ///
     /// # Safety
-    /// AVX2 is present; `b` holds 210 bytes.
-    #[target_feature(enable = "avx2")]
+    /// AVX2 and F16C are present; `b` holds 210 bytes.
+    #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn fill_q6k(b: &[u8], t: &mut KTile) {
-        debug_assert!(b.len() >= 210);
+        assert!(b.len() >= 210, "kgemm: Q6_K block");
         let (m4, m3) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3));
         // SAFETY: the loads stay in ql (0..128) and qh (128..192); the stores in the tile.
         unsafe {
@@ -237,14 +255,22 @@ mod x86 {
         unsafe {
             let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.as_ptr().add(192).cast()));
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_slli_epi16::<5>(sc16));
+            // scv[s]: scale 2s in lanes 0..8, scale 2s + 1 in 8..16. The 32-bit lane s of
+            // `sc16` holds that pair; it goes to every lane, and a byte shuffle keeps its first
+            // half in the low 128 bits and its second in the high.
+            #[rustfmt::skip]
+            let halves = _mm256_setr_epi8(
+                0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+            );
             for s in 0..8 {
-                let (lo, hi) = (b[192 + 2 * s] as i8 as i16, b[193 + 2 * s] as i8 as i16);
-                let v = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
-                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), v);
+                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(s as i32));
+                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(pair, halves));
             }
+            _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_setzero_si256());
+            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[208], b[209]]) as i32));
+            (t.d, t.dmin) = (_mm_cvtss_f32(d), 0.0);
         }
-        t.min = [0; 16];
-        (t.d, t.dmin) = (f16_at(b, 208), 0.0);
     }
 
     /// Eight vectors of eight i32 to one vector of their eight sums (`out[i] = sum(v[i])`).
