@@ -65,19 +65,23 @@ pub fn fill_tile(f: KFormat, block: &[u8], t: &mut KTile) {
     (t.d, t.dmin) = (u.d, u.dmin);
 }
 
-/// Unpacks one super-block into `t`: AVX2 for Q4_K and Q6_K, [`fill_tile`] otherwise (the
+/// Unpacks one super-block into `t`: AVX2 where the CPU has it, [`fill_tile`] otherwise (the
 /// same tile, byte for byte).
 pub fn fill_tile_fast(f: KFormat, block: &[u8], t: &mut KTile) {
     assert!(block.len() >= f.block_bytes(), "kgemm: block size");
     #[cfg(target_arch = "x86_64")]
     if available() {
-        match f {
-            // SAFETY: AVX2 and F16C are present (`available`), the block is whole.
-            KFormat::Q4K => return unsafe { x86::fill_q4k(block, t) },
-            // SAFETY: as above.
-            KFormat::Q6K => return unsafe { x86::fill_q6k(block, t) },
-            _ => {}
+        // SAFETY: AVX2 and F16C are present (`available`), the block is whole (asserted above).
+        unsafe {
+            match f {
+                KFormat::Q2K => x86::fill_q2k(block, t),
+                KFormat::Q3K => x86::fill_q3k(block, t),
+                KFormat::Q4K => x86::fill_q4k(block, t),
+                KFormat::Q5K => x86::fill_q5k(block, t),
+                KFormat::Q6K => x86::fill_q6k(block, t),
+            }
         }
+        return;
     }
     fill_tile(f, block, t)
 }
@@ -175,39 +179,48 @@ mod x86 {
     use super::{KTile, GROUP};
     use std::arch::x86_64::*;
 
-    /// Q4_K (144 bytes: d, dmin, 12 bytes of scales and minimums, 128 bytes of nibbles).
-    ///
-    /// The eight 6-bit scales and minimums come out of the 12 bytes with 32-bit masks and
-    /// shifts (four bytes at a time, the same bits as [`scale_min_k4`]), and are spread to
-    /// the tile's 16-lane vectors by byte shuffles; nothing is unpacked one value at a time.
+    /// A little-endian u32 at `b[at..at + 4]`.
+    #[inline(always)]
+    fn word(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    /// The f16 pair at `b[at..at + 4]` as two f32 (one F16C conversion).
     ///
     /// # Safety
-    /// AVX2 and F16C are present; `b` holds 144 bytes.
-    #[target_feature(enable = "avx2,f16c")]
-    pub unsafe fn fill_q4k(b: &[u8], t: &mut KTile) {
-        assert!(b.len() >= 144, "kgemm: Q4_K block");
-        let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let (u0, u1, u2) = (word(4), word(8), word(12));
+    /// F16C is enabled by the caller.
+    #[inline(always)]
+    unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
+        // SAFETY: register-only F16C/SSE intrinsics under the caller's features.
+        unsafe {
+            let v = _mm_cvtph_ps(_mm_cvtsi32_si128(word(b, at) as i32));
+            (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_shuffle_ps::<1>(v, v)))
+        }
+    }
+
+    /// The header shared by Q4_K and Q5_K (bytes 0..16: d, dmin, then eight 6-bit scales and
+    /// minimums in 12 bytes) into the tile's `d`, `dmin`, `scv`, `min` and `offsc`.
+    ///
+    /// The scales and minimums come out of the 12 bytes with 32-bit masks and shifts (four
+    /// bytes at a time, the same bits as [`scale_min_k4`]), and are spread to the tile's
+    /// 16-lane vectors by byte shuffles; nothing is unpacked one value at a time.
+    ///
+    /// # Safety
+    /// AVX2 and F16C are enabled by the caller; `b` holds at least 16 bytes.
+    #[inline(always)]
+    unsafe fn k4_header(b: &[u8], t: &mut KTile) {
+        let (u0, u1, u2) = (word(b, 4), word(b, 8), word(b, 12));
         // Bytes j < 4: the low six bits of bytes j (scales) and 4 + j (minimums); bytes
         // 4 + j: the nibble of byte 8 + j below the top two bits of byte j (or 4 + j).
         let (lo6, nib, top2) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);
         let sc = (u0 & lo6) as u64 | (((u2 & nib) | (((u0 >> 6) & top2) << 4)) as u64) << 32;
         let mn = (u1 & lo6) as u64 | ((((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4)) as u64) << 32;
-        let m4 = _mm256_set1_epi8(0x0F);
-        // SAFETY: 16 + 32c + 32 <= 144 bytes read; bytes 0..4 hold d and dmin; the tile's
-        // vectors are 32-byte aligned.
+        // SAFETY: register work and aligned stores into the tile, under the caller's
+        // features; bytes 0..4 hold d and dmin.
         unsafe {
-            let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(word(0) as i32));
-            t.d = _mm_cvtss_f32(dd);
-            t.dmin = _mm_cvtss_f32(_mm_shuffle_ps::<1>(dd, dd));
-            for c in 0..4 {
-                let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
-                let q = t.q.as_mut_ptr().add(64 * c);
-                _mm256_store_si256(q.cast(), _mm256_and_si256(v, m4));
-                _mm256_store_si256(q.add(32).cast(), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
-            }
+            (t.d, t.dmin) = f16_pair(b, 0);
             // Byte s (zero-extended to 16 bits) of the scales into all sixteen lanes of
-            // scv[s]; the minimums byte g / 2 into lane g.
+            // scv[s]; the minimums' byte g / 2 into lane g.
             let scb = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(sc as i64));
             for s in 0..8 {
                 let pick = _mm256_set1_epi16((0x8000 | s) as u16 as i16);
@@ -222,6 +235,162 @@ mod x86 {
             );
             _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_shuffle_epi8(mnb, pick));
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_setzero_si256());
+        }
+    }
+
+    /// Sixteen per-group scales (lane g: the scale of levels 16g..16g + 16) into the tile's
+    /// `scv`: scale 2s in lanes 0..8 of scv[s], scale 2s + 1 in 8..16. The 32-bit lane s of
+    /// `sc16` holds that pair; it goes to every lane, and a byte shuffle keeps its first half
+    /// in the low 128 bits and its second in the high.
+    ///
+    /// # Safety
+    /// AVX2 is enabled by the caller.
+    #[inline(always)]
+    unsafe fn scale_pairs(sc16: __m256i, t: &mut KTile) {
+        // SAFETY: register work and aligned stores into the tile, under the caller's AVX2.
+        unsafe {
+            #[rustfmt::skip]
+            let halves = _mm256_setr_epi8(
+                0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+            );
+            for s in 0..8 {
+                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(s as i32));
+                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(pair, halves));
+            }
+        }
+    }
+
+    /// Bit `s` of every byte of `v`, moved to bit `to` (`s < 8`, `to < 8`).
+    ///
+    /// # Safety
+    /// AVX2 is enabled by the caller.
+    #[inline(always)]
+    unsafe fn bit_of_bytes(v: __m256i, s: usize, to: i32) -> __m256i {
+        // SAFETY: register-only AVX2 intrinsics under the caller's features. The 16-bit
+        // shift moves bits across the byte boundary, but only bit 0 of each byte is kept
+        // before the move to `to`.
+        unsafe {
+            let bit = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s as i32)), _mm256_set1_epi8(1));
+            _mm256_sll_epi16(bit, _mm_cvtsi32_si128(to))
+        }
+    }
+
+    /// Q4_K (144 bytes: d, dmin, 12 bytes of scales and minimums, 128 bytes of nibbles).
+    ///
+    /// # Safety
+    /// AVX2 and F16C are present; `b` holds 144 bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn fill_q4k(b: &[u8], t: &mut KTile) {
+        assert!(b.len() >= 144, "kgemm: Q4_K block");
+        let m4 = _mm256_set1_epi8(0x0F);
+        // SAFETY: 16 + 32c + 32 <= 144 bytes read; the tile's levels are 32-byte aligned.
+        unsafe {
+            k4_header(b, t);
+            for c in 0..4 {
+                let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
+                let q = t.q.as_mut_ptr().add(64 * c);
+                _mm256_store_si256(q.cast(), _mm256_and_si256(v, m4));
+                _mm256_store_si256(q.add(32).cast(), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+            }
+        }
+    }
+
+    /// Q5_K (176 bytes: d, dmin, 12 bytes of scales and minimums, 32 bytes of fifth bits,
+    /// 128 bytes of nibbles): level `32s + l` is its nibble plus 16 times bit `s` of byte `l`
+    /// of the fifth bits.
+    ///
+    /// # Safety
+    /// AVX2 and F16C are present; `b` holds 176 bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn fill_q5k(b: &[u8], t: &mut KTile) {
+        assert!(b.len() >= 176, "kgemm: Q5_K block");
+        let m4 = _mm256_set1_epi8(0x0F);
+        // SAFETY: the fifth bits are bytes 16..48, the nibbles 48..176 (48 + 32c + 32 <= 176);
+        // the tile's levels are 32-byte aligned.
+        unsafe {
+            k4_header(b, t);
+            let qh = _mm256_loadu_si256(b.as_ptr().add(16).cast());
+            for c in 0..4 {
+                let v = _mm256_loadu_si256(b.as_ptr().add(48 + 32 * c).cast());
+                let q = t.q.as_mut_ptr().add(64 * c);
+                let (lo, hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+                _mm256_store_si256(q.cast(), _mm256_or_si256(lo, bit_of_bytes(qh, 2 * c, 4)));
+                _mm256_store_si256(q.add(32).cast(), _mm256_or_si256(hi, bit_of_bytes(qh, 2 * c + 1, 4)));
+            }
+        }
+    }
+
+    /// Q2_K (84 bytes: 16 bytes of 4-bit scales and minimums, 64 bytes of 2-bit levels, d,
+    /// dmin): level `128c + 32j + l` is bits 2j..2j + 2 of byte `32c + l`.
+    ///
+    /// # Safety
+    /// AVX2 and F16C are present; `b` holds 84 bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn fill_q2k(b: &[u8], t: &mut KTile) {
+        assert!(b.len() >= 84, "kgemm: Q2_K block");
+        let m3 = _mm256_set1_epi8(3);
+        // SAFETY: the scales are bytes 0..16, the levels 16..80, d and dmin 80..84; the
+        // tile's vectors are 32-byte aligned.
+        unsafe {
+            for c in 0..2 {
+                let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
+                for j in 0..4 {
+                    let q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                    _mm256_store_si256(t.q.as_mut_ptr().add(128 * c + 32 * j).cast(), q);
+                }
+            }
+            let sc = _mm_loadu_si128(b.as_ptr().cast());
+            let m4 = _mm_set1_epi8(0x0F);
+            scale_pairs(_mm256_cvtepu8_epi16(_mm_and_si128(sc, m4)), t);
+            let mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc), m4));
+            _mm256_store_si256(t.min.as_mut_ptr().cast(), mn);
+            _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_setzero_si256());
+            (t.d, t.dmin) = f16_pair(b, 80);
+        }
+    }
+
+    /// Q3_K (110 bytes: 32 bytes of high bits, 64 bytes of 2-bit levels, 12 bytes of 6-bit
+    /// scales, d): level `128c + 32j + l` is bits 2j..2j + 2 of byte `32 + 32c + l`, less 4
+    /// unless bit `4c + j` of byte `l` of the high bits is set. The tile holds it plus 4
+    /// (the two low bits, and the high bit as bit 2); the sixteen scales, less 32, come out
+    /// of their 12 bytes with 32-bit masks and shifts (the bits of `q3k_scales`).
+    ///
+    /// # Safety
+    /// AVX2 and F16C are present; `b` holds 110 bytes.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn fill_q3k(b: &[u8], t: &mut KTile) {
+        assert!(b.len() >= 110, "kgemm: Q3_K block");
+        let m3 = _mm256_set1_epi8(3);
+        let (a0, a1, a2) = (word(b, 96), word(b, 100), word(b, 104));
+        let (nib, two) = (0x0f0f_0f0f_u32, 0x0303_0303_u32);
+        // Scale j: a nibble of bytes 0..8 (low nibbles for j < 8, high for 8..16), and two
+        // bits of byte 8 + j % 4 (bits 2 (j / 4)..) above it.
+        let raw = [
+            (a0 & nib) | ((a2 & two) << 4),
+            (a1 & nib) | (((a2 >> 2) & two) << 4),
+            ((a0 >> 4) & nib) | (((a2 >> 4) & two) << 4),
+            ((a1 >> 4) & nib) | (((a2 >> 6) & two) << 4),
+        ];
+        // SAFETY: the high bits are bytes 0..32, the levels 32..96, d bytes 108..110; the
+        // tile's vectors are 32-byte aligned.
+        unsafe {
+            let hm = _mm256_loadu_si256(b.as_ptr().cast());
+            for c in 0..2 {
+                let v = _mm256_loadu_si256(b.as_ptr().add(32 + 32 * c).cast());
+                for j in 0..4 {
+                    let low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                    let q = _mm256_or_si256(low, bit_of_bytes(hm, 4 * c + j, 2));
+                    _mm256_store_si256(t.q.as_mut_ptr().add(128 * c + 32 * j).cast(), q);
+                }
+            }
+            let bytes = _mm_setr_epi32(raw[0] as i32, raw[1] as i32, raw[2] as i32, raw[3] as i32);
+            let sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
+            scale_pairs(sc16, t);
+            _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_slli_epi16::<2>(sc16));
+            _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_setzero_si256());
+            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[108], b[109]]) as i32));
+            (t.d, t.dmin) = (_mm_cvtss_f32(d), 0.0);
         }
     }
 
@@ -255,18 +424,7 @@ mod x86 {
         unsafe {
             let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.as_ptr().add(192).cast()));
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_slli_epi16::<5>(sc16));
-            // scv[s]: scale 2s in lanes 0..8, scale 2s + 1 in 8..16. The 32-bit lane s of
-            // `sc16` holds that pair; it goes to every lane, and a byte shuffle keeps its first
-            // half in the low 128 bits and its second in the high.
-            #[rustfmt::skip]
-            let halves = _mm256_setr_epi8(
-                0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
-            );
-            for s in 0..8 {
-                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(s as i32));
-                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(pair, halves));
-            }
+            scale_pairs(sc16, t);
             _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_setzero_si256());
             let d = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[208], b[209]]) as i32));
             (t.d, t.dmin) = (_mm_cvtss_f32(d), 0.0);
