@@ -174,6 +174,7 @@ mod x86 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::super::qdot_k::q3k_scale_words;
     #[cfg(doc)]
     use super::super::super::qdot_k::scale_min_k4;
     use super::{KTile, GROUP};
@@ -354,7 +355,7 @@ mod x86 {
     /// scales, d): level `128c + 32j + l` is bits 2j..2j + 2 of byte `32 + 32c + l`, less 4
     /// unless bit `4c + j` of byte `l` of the high bits is set. The tile holds it plus 4
     /// (the two low bits, and the high bit as bit 2); the sixteen scales, less 32, come out
-    /// of their 12 bytes with 32-bit masks and shifts (the bits of `q3k_scales`).
+    /// of their 12 bytes four at a time ([`q3k_scale_words`]).
     ///
     /// # Safety
     /// AVX2 and F16C are present; `b` holds 110 bytes.
@@ -362,16 +363,7 @@ mod x86 {
     pub unsafe fn fill_q3k(b: &[u8], t: &mut KTile) {
         assert!(b.len() >= 110, "kgemm: Q3_K block");
         let m3 = _mm256_set1_epi8(3);
-        let (a0, a1, a2) = (word(b, 96), word(b, 100), word(b, 104));
-        let (nib, two) = (0x0f0f_0f0f_u32, 0x0303_0303_u32);
-        // Scale j: a nibble of bytes 0..8 (low nibbles for j < 8, high for 8..16), and two
-        // bits of byte 8 + j % 4 (bits 2 (j / 4)..) above it.
-        let raw = [
-            (a0 & nib) | ((a2 & two) << 4),
-            (a1 & nib) | (((a2 >> 2) & two) << 4),
-            ((a0 >> 4) & nib) | (((a2 >> 4) & two) << 4),
-            ((a1 >> 4) & nib) | (((a2 >> 6) & two) << 4),
-        ];
+        let raw = q3k_scale_words(&b[96..108]);
         // SAFETY: the high bits are bytes 0..32, the levels 32..96, d bytes 108..110; the
         // tile's vectors are 32-byte aligned.
         unsafe {
