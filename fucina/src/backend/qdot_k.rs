@@ -241,6 +241,9 @@ pub(crate) fn super_block_term(acc: f32, d: f32, dmin: f32, da: f32, isum: i32, 
 mod avx512;
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::k4_scales_mins;
+
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{q3k_scale_words, q8k_d, super_block_term, KFormat, Q8_K_BYTES};
     use crate::backend::x86::{hsum_i32x4, hsum_i32x8};
@@ -290,7 +293,7 @@ mod avx2 {
     /// # Safety
     /// The caller enables AVX2; `sc.len() >= 16`.
     #[inline(always)]
-    pub(super) unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
+    pub(crate) unsafe fn k4_scales_mins(sc: &[u8]) -> __m128i {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe {
@@ -650,8 +653,8 @@ pub fn dot_k_q8_k(f: KFormat, w: &[u8], a: &[u8]) -> f32 {
 mod tests {
     use super::*;
 
-    /// The word-at-a-time Q3_K scale unpacking gives the spec's scales (plus 32), on every
-    /// value of each byte position.
+    /// The word-at-a-time Q3_K scale unpacking gives the spec's scales (plus 32), on 2000
+    /// sets of twelve random bytes.
     #[test]
     fn q3k_scale_words_are_the_spec_scales() {
         let mut seed = 0x853c_49e6_748f_ea9bu64;

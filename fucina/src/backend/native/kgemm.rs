@@ -174,9 +174,7 @@ mod x86 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::super::qdot_k::q3k_scale_words;
-    #[cfg(doc)]
-    use super::super::super::qdot_k::scale_min_k4;
+    use super::super::super::qdot_k::{k4_scales_mins, q3k_scale_words};
     use super::{KTile, GROUP};
     use std::arch::x86_64::*;
 
@@ -200,41 +198,33 @@ mod x86 {
     }
 
     /// The header shared by Q4_K and Q5_K (bytes 0..16: d, dmin, then eight 6-bit scales and
-    /// minimums in 12 bytes) into the tile's `d`, `dmin`, `scv`, `min` and `offsc`.
-    ///
-    /// The scales and minimums come out of the 12 bytes with 32-bit masks and shifts (four
-    /// bytes at a time, the same bits as [`scale_min_k4`]), and are spread to the tile's
-    /// 16-lane vectors by byte shuffles; nothing is unpacked one value at a time.
+    /// minimums in 12 bytes) into the tile's `d`, `dmin`, `scv`, `min` and `offsc`: the
+    /// scales and minimums unpacked together in one register (the row kernels'
+    /// [`k4_scales_mins`]), spread to the tile's 16-lane vectors by byte shuffles.
     ///
     /// # Safety
-    /// AVX2 and F16C are enabled by the caller; `b` holds at least 16 bytes.
+    /// AVX2 and F16C are enabled by the caller; `b` holds at least 20 bytes.
     #[inline(always)]
     unsafe fn k4_header(b: &[u8], t: &mut KTile) {
-        let (u0, u1, u2) = (word(b, 4), word(b, 8), word(b, 12));
-        // Bytes j < 4: the low six bits of bytes j (scales) and 4 + j (minimums); bytes
-        // 4 + j: the nibble of byte 8 + j below the top two bits of byte j (or 4 + j).
-        let (lo6, nib, top2) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);
-        let sc = (u0 & lo6) as u64 | (((u2 & nib) | (((u0 >> 6) & top2) << 4)) as u64) << 32;
-        let mn = (u1 & lo6) as u64 | ((((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4)) as u64) << 32;
         // SAFETY: register work and aligned stores into the tile, under the caller's
-        // features; bytes 0..4 hold d and dmin.
+        // features; bytes 0..4 hold d and dmin, 4..20 are readable.
         unsafe {
             (t.d, t.dmin) = f16_pair(b, 0);
-            // Byte s (zero-extended to 16 bits) of the scales into all sixteen lanes of
-            // scv[s]; the minimums' byte g / 2 into lane g.
-            let scb = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(sc as i64));
+            // Bytes 0..8: the scales; 8..16: the minimums.
+            let sm = _mm256_broadcastsi128_si256(k4_scales_mins(&b[4..20]));
+            // Scale byte s (zero-extended to 16 bits) into all sixteen lanes of scv[s].
             for s in 0..8 {
                 let pick = _mm256_set1_epi16((0x8000 | s) as u16 as i16);
-                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(scb, pick));
+                _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(sm, pick));
             }
-            let mnb = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(mn as i64));
+            // Minimum byte 8 + g / 2 into lane g.
             let z = -128i8; // a shuffle index with the top bit set gives a zero byte
             #[rustfmt::skip]
             let pick = _mm256_setr_epi8(
-                0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,
-                4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z,
+                8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
+                12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
             );
-            _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_shuffle_epi8(mnb, pick));
+            _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_shuffle_epi8(sm, pick));
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_setzero_si256());
         }
     }
@@ -277,49 +267,55 @@ mod x86 {
         }
     }
 
-    /// Q4_K (144 bytes: d, dmin, 12 bytes of scales and minimums, 128 bytes of nibbles).
+    /// Q4_K (144 bytes: d, dmin, 12 bytes of scales and minimums, 128 bytes of nibbles) and,
+    /// with `Q5`, Q5_K (176 bytes: the same header, 32 bytes of fifth bits, then the
+    /// nibbles): level `32s + l` is its nibble, plus for Q5_K 16 times bit `s` of byte `l` of
+    /// the fifth bits.
+    ///
+    /// # Safety
+    /// AVX2 and F16C are enabled by the caller; `b` holds a whole block.
+    #[inline(always)]
+    unsafe fn fill_q45k<const Q5: bool>(b: &[u8], t: &mut KTile) {
+        let (bytes, nibbles) = if Q5 { (176, 48) } else { (144, 16) };
+        assert!(b.len() >= bytes, "kgemm: Q4_K/Q5_K block");
+        // SAFETY: the fifth bits are bytes 16..48 (Q5_K), the nibbles `nibbles + 32c + 32 <=
+        // bytes`; the tile's levels are 32-byte aligned; the caller enables the features.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0F);
+            k4_header(b, t);
+            let qh = if Q5 { _mm256_loadu_si256(b.as_ptr().add(16).cast()) } else { _mm256_setzero_si256() };
+            for c in 0..4 {
+                let v = _mm256_loadu_si256(b.as_ptr().add(nibbles + 32 * c).cast());
+                let (mut lo, mut hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+                if Q5 {
+                    lo = _mm256_or_si256(lo, bit_of_bytes(qh, 2 * c, 4));
+                    hi = _mm256_or_si256(hi, bit_of_bytes(qh, 2 * c + 1, 4));
+                }
+                let q = t.q.as_mut_ptr().add(64 * c);
+                _mm256_store_si256(q.cast(), lo);
+                _mm256_store_si256(q.add(32).cast(), hi);
+            }
+        }
+    }
+
+    /// Q4_K (`fill_q45k`).
     ///
     /// # Safety
     /// AVX2 and F16C are present; `b` holds 144 bytes.
     #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn fill_q4k(b: &[u8], t: &mut KTile) {
-        assert!(b.len() >= 144, "kgemm: Q4_K block");
-        let m4 = _mm256_set1_epi8(0x0F);
-        // SAFETY: 16 + 32c + 32 <= 144 bytes read; the tile's levels are 32-byte aligned.
-        unsafe {
-            k4_header(b, t);
-            for c in 0..4 {
-                let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
-                let q = t.q.as_mut_ptr().add(64 * c);
-                _mm256_store_si256(q.cast(), _mm256_and_si256(v, m4));
-                _mm256_store_si256(q.add(32).cast(), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
-            }
-        }
+        // SAFETY: the caller's guarantees are the body's.
+        unsafe { fill_q45k::<false>(b, t) }
     }
 
-    /// Q5_K (176 bytes: d, dmin, 12 bytes of scales and minimums, 32 bytes of fifth bits,
-    /// 128 bytes of nibbles): level `32s + l` is its nibble plus 16 times bit `s` of byte `l`
-    /// of the fifth bits.
+    /// Q5_K (`fill_q45k`).
     ///
     /// # Safety
     /// AVX2 and F16C are present; `b` holds 176 bytes.
     #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn fill_q5k(b: &[u8], t: &mut KTile) {
-        assert!(b.len() >= 176, "kgemm: Q5_K block");
-        let m4 = _mm256_set1_epi8(0x0F);
-        // SAFETY: the fifth bits are bytes 16..48, the nibbles 48..176 (48 + 32c + 32 <= 176);
-        // the tile's levels are 32-byte aligned.
-        unsafe {
-            k4_header(b, t);
-            let qh = _mm256_loadu_si256(b.as_ptr().add(16).cast());
-            for c in 0..4 {
-                let v = _mm256_loadu_si256(b.as_ptr().add(48 + 32 * c).cast());
-                let q = t.q.as_mut_ptr().add(64 * c);
-                let (lo, hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
-                _mm256_store_si256(q.cast(), _mm256_or_si256(lo, bit_of_bytes(qh, 2 * c, 4)));
-                _mm256_store_si256(q.add(32).cast(), _mm256_or_si256(hi, bit_of_bytes(qh, 2 * c + 1, 4)));
-            }
-        }
+        // SAFETY: the caller's guarantees are the body's.
+        unsafe { fill_q45k::<true>(b, t) }
     }
 
     /// Q2_K (84 bytes: 16 bytes of 4-bit scales and minimums, 64 bytes of 2-bit levels, d,
