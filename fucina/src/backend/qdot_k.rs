@@ -561,7 +561,10 @@ mod avx2 {
                     _mm_set1_epi8(32),
                 );
                 let hm = load(b);
-                let mut sumi = _mm256_setzero_si256();
+                // The offset's share, 4 * sum_g scale_g * bsum_g, starts the integer sum (one
+                // horizontal sum per super-block, exact in i32).
+                let bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales), bsums(ba));
+                let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<2>(bias));
                 for c in 0..2 {
                     let q = load(&b[32 + 32 * c..]);
                     for s in 0..4 {
@@ -575,8 +578,7 @@ mod avx2 {
                         sumi = _mm256_add_epi32(sumi, p);
                     }
                 }
-                let bias = hsum_i32x8(_mm256_madd_epi16(_mm256_cvtepi8_epi16(scales), bsums(ba)));
-                acc = super_block_term(acc, f16c_at(b, 108), 0.0, q8k_d(ba), hsum_i32x8(sumi) - 4 * bias, 0);
+                acc = super_block_term(acc, f16c_at(b, 108), 0.0, q8k_d(ba), hsum_i32x8(sumi), 0);
             }
         }
         acc
