@@ -58,7 +58,7 @@ pub fn dot_q4_0_q8_0_scalar(w: &[u8], a: &[u8]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Q4_0_BYTES, Q8_0_BYTES};
-    use crate::backend::x86::hsum_i32x8;
+    use crate::backend::x86::{f16c_at, hsum_i32x8};
     use std::arch::x86_64::*;
 
     /// Sum of the 32 products `u * s` (unsigned by signed bytes), as 8 i32 lanes; exact for
@@ -69,24 +69,6 @@ mod avx2 {
         // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
         // memory access below is in bounds as argued where it happens.
         unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)) }
-    }
-
-    /// An f16 scale converted with F16C.
-    #[inline(always)]
-    unsafe fn scale_f16c(b: &[u8]) -> f32 {
-        // SAFETY: the caller enables F16C; the two bytes are the block's f16 scale.
-        unsafe { f16c_bits(u16::from_le_bytes([b[0], b[1]])) }
-    }
-
-    /// The f16 with these bits as f32, converted with F16C.
-    #[inline(always)]
-    unsafe fn f16c_bits(bits: u16) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            // Safe intrinsics under the caller's F16C.
-            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-        }
     }
 
     /// AVX2 Q8_0 x Q8_0.
@@ -199,7 +181,7 @@ mod avx2 {
                 // SAFETY: as in the loop above.
                 let (x, y) = { (weight_block::<Q4>(bw), _mm256_loadu_si256(ba[2..].as_ptr() as *const __m256i)) };
                 let s = hsum_i32x8(mul_sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
-                acc += scale_f16c(bw) * scale_f16c(ba) * s as f32;
+                acc += f16c_at(bw, 0) * f16c_at(ba, 0) * s as f32;
             }
             acc
         }
@@ -252,7 +234,7 @@ mod avx2 {
                 let s = _mm_cvtepi32_ps(block_sums4(&p));
                 let da = _mm_cvtph_ps(_mm_setr_epi16(sa[0], sa[1], sa[2], sa[3], 0, 0, 0, 0));
                 // SAFETY: F16C is enabled by the caller.
-                let d = _mm_mul_ps(_mm_set1_ps(scale_f16c(bw)), da);
+                let d = _mm_mul_ps(_mm_set1_ps(f16c_at(bw, 0)), da);
                 acc = _mm_add_ps(acc, _mm_mul_ps(d, s));
             }
             let mut out = [0.0f32; 4];

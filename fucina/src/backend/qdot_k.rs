@@ -246,7 +246,7 @@ pub(crate) use avx2::k4_scales_mins;
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{q3k_scale_words, q8k_d, super_block_term, KFormat, Q8_K_BYTES};
-    use crate::backend::x86::{hsum_i32x4, hsum_i32x8};
+    use crate::backend::x86::{bit_of_bytes, f16c_at, hsum_i32x4, hsum_i32x8};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -254,17 +254,6 @@ mod avx2 {
         debug_assert!(p.len() >= 32);
         // SAFETY: callers pass slices of at least 32 bytes; the load is unaligned.
         unsafe { _mm256_loadu_si256(p.as_ptr() as *const __m256i) }
-    }
-
-    /// The f16 at byte `at` of `b`, converted with F16C (callers enable it).
-    #[inline(always)]
-    unsafe fn f16c_at(b: &[u8], at: usize) -> f32 {
-        // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-        // memory access below is in bounds as argued where it happens.
-        unsafe {
-            let bits = u16::from_le_bytes([b[at], b[at + 1]]);
-            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-        }
     }
 
     /// The Q8_K block's 16 group sums as i16 lanes.
@@ -548,7 +537,7 @@ mod avx2 {
     /// The CPU must have AVX2, FMA and F16C; `w` and `a` hold the same number of whole blocks.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q3k(w: &[u8], a: &[u8]) -> f32 {
-        let (m3, one) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+        let m3 = _mm256_set1_epi8(3);
         let mut acc = 0.0f32;
         for (b, ba) in w.chunks_exact(KFormat::Q3K.block_bytes()).zip(a.chunks_exact(Q8_K_BYTES)) {
             let sw = q3k_scale_words(&b[96..108]);
@@ -570,9 +559,7 @@ mod avx2 {
                     for s in 0..4 {
                         let low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * s as i32)), m3);
                         // The high bit of level e sits at bit e / 32 of hmask[e % 32]; level + 4.
-                        let bit = (4 * c + s) as i32;
-                        let high = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit)), one);
-                        let u = _mm256_or_si256(low, _mm256_slli_epi16::<2>(high));
+                        let u = _mm256_or_si256(low, bit_of_bytes(hm, 4 * c + s, 2));
                         let av = load(&ba[4 + 128 * c + 32 * s..]);
                         let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), scale_pair(scales, 8 * c + 2 * s));
                         sumi = _mm256_add_epi32(sumi, p);

@@ -1,4 +1,5 @@
-//! AVX helpers shared by the row-dot kernels (`fdot`, `qdot`, `qdot_k`).
+//! AVX helpers shared by the row-dot kernels (`fdot`, `qdot`, `qdot_k`) and the K-quant
+//! tile unpackers (`native::kgemm`).
 
 use std::arch::x86_64::*;
 
@@ -61,5 +62,32 @@ pub(crate) unsafe fn hsum_i32x4(v: __m128i) -> i32 {
     unsafe {
         let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
         _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32::<1>(v)))
+    }
+}
+
+/// The f16 at byte `at` of `b` as f32, converted with F16C.
+///
+/// # Safety
+/// The CPU has F16C (the callers run under their `target_feature`).
+#[inline(always)]
+pub(crate) unsafe fn f16c_at(b: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+    // SAFETY: register-only intrinsics; F16C is present per this fn's contract.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))) }
+}
+
+/// Bit `s` of every byte of `v`, moved to bit `to` of that byte (`s < 8`, `to < 8`): the
+/// high bits of Q3_K's and Q5_K's levels.
+///
+/// # Safety
+/// The CPU has AVX2 (the callers run under their AVX2 `target_feature`).
+#[inline(always)]
+pub(crate) unsafe fn bit_of_bytes(v: __m256i, s: usize, to: i32) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics per this fn's contract. The 16-bit shift moves
+    // bits across the byte boundary, but only bit 0 of each byte is kept before the move to
+    // `to`.
+    unsafe {
+        let bit = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s as i32)), _mm256_set1_epi8(1));
+        _mm256_sll_epi16(bit, _mm_cvtsi32_si128(to))
     }
 }

@@ -175,6 +175,7 @@ mod x86 {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::super::qdot_k::{k4_scales_mins, q3k_scale_words};
+    use super::super::super::x86::{bit_of_bytes, f16c_at};
     use super::{KTile, GROUP};
     use std::arch::x86_64::*;
 
@@ -249,21 +250,6 @@ mod x86 {
                 let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(s as i32));
                 _mm256_store_si256(t.scv[s].as_mut_ptr().cast(), _mm256_shuffle_epi8(pair, halves));
             }
-        }
-    }
-
-    /// Bit `s` of every byte of `v`, moved to bit `to` (`s < 8`, `to < 8`).
-    ///
-    /// # Safety
-    /// AVX2 is enabled by the caller.
-    #[inline(always)]
-    unsafe fn bit_of_bytes(v: __m256i, s: usize, to: i32) -> __m256i {
-        // SAFETY: register-only AVX2 intrinsics under the caller's features. The 16-bit
-        // shift moves bits across the byte boundary, but only bit 0 of each byte is kept
-        // before the move to `to`.
-        unsafe {
-            let bit = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s as i32)), _mm256_set1_epi8(1));
-            _mm256_sll_epi16(bit, _mm_cvtsi32_si128(to))
         }
     }
 
@@ -377,8 +363,7 @@ mod x86 {
             scale_pairs(sc16, t);
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_slli_epi16::<2>(sc16));
             _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_setzero_si256());
-            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[108], b[109]]) as i32));
-            (t.d, t.dmin) = (_mm_cvtss_f32(d), 0.0);
+            (t.d, t.dmin) = (f16c_at(b, 108), 0.0);
         }
     }
 
@@ -414,8 +399,7 @@ mod x86 {
             _mm256_store_si256(t.offsc.as_mut_ptr().cast(), _mm256_slli_epi16::<5>(sc16));
             scale_pairs(sc16, t);
             _mm256_store_si256(t.min.as_mut_ptr().cast(), _mm256_setzero_si256());
-            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([b[208], b[209]]) as i32));
-            (t.d, t.dmin) = (_mm_cvtss_f32(d), 0.0);
+            (t.d, t.dmin) = (f16c_at(b, 208), 0.0);
         }
     }
 

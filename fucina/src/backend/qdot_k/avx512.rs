@@ -10,7 +10,7 @@
 //! accumulation across super-blocks (16 lanes here, 8 in AVX2) rounds differently.
 
 use super::{q8k_d, Q8_K_BYTES};
-use crate::backend::x86::hsum128;
+use crate::backend::x86::{f16c_at, hsum128};
 use std::arch::x86_64::*;
 
 /// 32 bytes at the start of `p`, unaligned.
@@ -27,17 +27,6 @@ unsafe fn load512(p: &[u8]) -> __m512i {
     debug_assert!(p.len() >= 64);
     // SAFETY: callers pass slices of at least 64 bytes.
     unsafe { _mm512_loadu_si512(p.as_ptr() as *const __m512i) }
-}
-
-/// The f16 at byte `at` of `b`, converted with F16C (callers enable it).
-#[inline(always)]
-unsafe fn f16c_at(b: &[u8], at: usize) -> f32 {
-    // SAFETY: the caller guarantees the CPU features this fn enables (its contract); every
-    // memory access below is in bounds as argued where it happens.
-    unsafe {
-        let bits = u16::from_le_bytes([b[at], b[at + 1]]);
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-    }
 }
 
 /// The i16 lane indices that spread `groups` consecutive scales (starting at `first`) over
