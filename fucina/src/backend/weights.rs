@@ -118,7 +118,8 @@ impl WeightFormat {
 /// The layout a `[rows, cols]` weight of `format` takes on this CPU: Q4_K, Q6_K and Q8_0
 /// matrices whose rows come in whole groups of sixteen take the interleaved layouts
 /// ([`super::interleave`]) where the AVX-512 VNNI kernels run (F/BW/VL/VNNI and F16C, not
-/// turned off with `FUCINA_NO_AVX512`), unless `FUCINA_NO_REPACK` is set; everything else
+/// turned off with `FUCINA_NO_AVX512`), and Q8_0 matrices also where only AVX2 and F16C do
+/// (not turned off with `FUCINA_NO_SIMD`), unless `FUCINA_NO_REPACK` is set; everything else
 /// keeps the file's rows. A repacked product takes the integer path at every batch size,
 /// which on these CPUs beats the bf16 path from decode up to long prefills
 /// (docs/BENCHMARK.md).
@@ -131,7 +132,11 @@ pub fn layout_for(format: WeightFormat, rows: usize, cols: usize) -> WeightForma
     };
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let off = *OFF.get_or_init(|| std::env::var_os("FUCINA_NO_REPACK").is_some());
-    if f.fits(rows, cols) && super::native::simd::has_avx512_int() && !off {
+    // Q8_0 also where AVX2 runs: its interleaved AVX2 kernel adds sixteen rows' block sums
+    // without a horizontal reduction (the K-quants' AVX2 kernels work on the file's rows).
+    let kernels =
+        super::native::simd::has_avx512_int() || (f == Interleaved::Q8_0 && super::native::simd::has_avx2_int());
+    if f.fits(rows, cols) && kernels && !off {
         to
     } else {
         format

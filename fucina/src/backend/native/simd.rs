@@ -301,6 +301,12 @@ pub fn has_avx512_int() -> bool {
     false
 }
 
+/// Whether the AVX2 integer kernels of the interleaved Q8_0 layout may run: the AVX2 level
+/// (not turned off with `FUCINA_NO_SIMD`) with F16C.
+pub fn has_avx2_int() -> bool {
+    level().has_avx2() && has_f16c()
+}
+
 /// Whether the CPU converts halves in hardware (F16C).
 pub fn has_f16c() -> bool {
     #[cfg(target_arch = "x86_64")]
