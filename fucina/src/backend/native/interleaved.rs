@@ -208,6 +208,10 @@ struct Out(*mut f32);
 // job's output), and a task writes only the columns of its groups.
 unsafe impl Sync for Out {}
 
+/// One group's interleaved blocks times activation rows `i..i + r` into `res[..r]`.
+#[cfg(target_arch = "x86_64")]
+type GroupKernel<'a> = dyn Fn(&[u8], usize, usize, &mut [[f32; X16]; 4]) + 'a;
+
 /// Fills the columns of groups `g0..g1` for every activation row.
 fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0: usize, g1: usize, out: &Out) {
     let n = w.rows;
@@ -250,66 +254,64 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         }
         return;
     }
+    // Group by group, up to four activation rows per call of `kernel(blocks, i, r, res)`
+    // (rows i..i + r into res[..r]).
     #[cfg(target_arch = "x86_64")]
-    if has_avx512_int() {
+    let by_four = |kernel: &GroupKernel<'_>| {
         for g in g0..g1 {
             let blocks = &w.data[g * gb..(g + 1) * gb];
             let mut i = 0;
             while i < m {
                 let r = (m - i).min(4);
                 let mut res = [[0.0f32; X16]; 4];
-                // SAFETY: has_avx512_int reports the features the kernels enable; `blocks`
-                // holds whole interleaved blocks and each activation row the matching Q8_K or
-                // Q8_0 blocks (with their scales and sums for Q8_0).
-                unsafe {
-                    match (f, r) {
-                        (Interleaved::Q4K, 4) => avx512::dot_q4k::<4>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q4K, 3) => avx512::dot_q4k::<3>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q6K, 4) => avx512::dot_q6k::<4>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q6K, 3) => avx512::dot_q6k::<3>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q6K, 2) => avx512::dot_q6k::<2>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q6K, _) => avx512::dot_q6k::<1>(blocks, acts.rows(i), &mut res),
-                        (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        (Interleaved::Q8_0, 3) => avx512::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        (Interleaved::Q8_0, 2) => avx512::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        (Interleaved::Q8_0, _) => avx512::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                    }
-                }
+                kernel(blocks, i, r, &mut res);
                 for (d, v) in res.iter().take(r).enumerate() {
                     set(i + d, g, v);
                 }
                 i += r;
             }
         }
+    };
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_int() {
+        by_four(&|blocks, i, r, res| {
+            // SAFETY: has_avx512_int reports the features the kernels enable; `blocks` holds
+            // whole interleaved blocks and each activation row the matching Q8_K or Q8_0
+            // blocks (with their scales and sums for Q8_0).
+            unsafe {
+                match (f, r) {
+                    (Interleaved::Q4K, 4) => avx512::dot_q4k::<4>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, 3) => avx512::dot_q4k::<3>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, 2) => avx512::dot_q4k::<2>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, _) => avx512::dot_q4k::<1>(blocks, acts.rows(i), res),
+                    (Interleaved::Q6K, 4) => avx512::dot_q6k::<4>(blocks, acts.rows(i), res),
+                    (Interleaved::Q6K, 3) => avx512::dot_q6k::<3>(blocks, acts.rows(i), res),
+                    (Interleaved::Q6K, 2) => avx512::dot_q6k::<2>(blocks, acts.rows(i), res),
+                    (Interleaved::Q6K, _) => avx512::dot_q6k::<1>(blocks, acts.rows(i), res),
+                    (Interleaved::Q8_0, 4) => avx512::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), res),
+                    (Interleaved::Q8_0, 3) => avx512::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), res),
+                    (Interleaved::Q8_0, 2) => avx512::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), res),
+                    (Interleaved::Q8_0, _) => avx512::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), res),
+                }
+            }
+        });
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if f == Interleaved::Q8_0 && has_avx2_int() {
-        for g in g0..g1 {
-            let blocks = &w.data[g * gb..(g + 1) * gb];
-            let mut i = 0;
-            while i < m {
-                let r = (m - i).min(4);
-                let mut res = [[0.0f32; X16]; 4];
-                // SAFETY: has_avx2_int reports the features the kernel enables; `blocks` holds
-                // whole interleaved pairs of blocks and each activation row the matching Q8_0
-                // blocks (their scales as f32 in `acts.q8`).
-                unsafe {
-                    match r {
-                        4 => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        3 => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        2 => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                        _ => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), &mut res),
-                    }
+        by_four(&|blocks, i, r, res| {
+            // SAFETY: has_avx2_int reports the features the kernel enables; `blocks` holds
+            // whole interleaved pairs of blocks and each activation row the matching Q8_0
+            // blocks (their scales as f32 in `acts.q8`).
+            unsafe {
+                match r {
+                    4 => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), res),
+                    3 => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), res),
+                    2 => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), res),
+                    _ => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), res),
                 }
-                for (d, v) in res.iter().take(r).enumerate() {
-                    set(i + d, g, v);
-                }
-                i += r;
             }
-        }
+        });
         return;
     }
     // Elsewhere: each row gathered back to its plain bytes and dotted by this CPU's row kernel.
