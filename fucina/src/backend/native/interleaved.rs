@@ -129,8 +129,9 @@ pub fn matmul_group(jobs: &mut [WeightJob<'_>]) {
 }
 
 /// The quantized activation rows of one product (Q8_K for the K-quants, Q8_0 for Q8_0) with,
-/// for Q8_0, each block's scale and the sum of its int8 (the weights' offset of 128 times
-/// that sum comes back out of the integer dot).
+/// for Q8_0, each block's scale and, for the AVX-512 kernel, the sum of its int8 (the
+/// weights' offset of 128 times that sum comes back out of the integer dot; the AVX2 kernel
+/// has no offset).
 struct Prepared {
     qa: Vec<u8>,
     a_row: usize,
@@ -148,9 +149,12 @@ impl Prepared {
         quantize_activations_rows(format, x, k, m, &mut qa);
         let (mut ad, mut asum) = (Vec::new(), Vec::new());
         if f == Interleaved::Q8_0 {
+            let sums = has_avx512_int();
             for blk in qa.chunks_exact(Q8_0_BYTES) {
                 ad.push(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
-                asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
+                if sums {
+                    asum.push(blk[2..].iter().map(|q| *q as i8 as i32).sum::<i32>());
+                }
             }
         }
         Prepared { qa, a_row, ad, asum, nb: k / f.block(), nb32: k / 32 }
@@ -171,7 +175,7 @@ struct Acts<'a> {
     a_row: usize,
     /// Q8_0: each block's scale, `[m, nb32]`.
     ad: &'a [f32],
-    /// Q8_0: each block's sum of int8, `[m, nb32]`.
+    /// Q8_0 where the AVX-512 kernel runs: each block's sum of int8, `[m, nb32]`.
     asum: &'a [i32],
     /// Blocks of the layout per row.
     nb: usize,
@@ -194,7 +198,14 @@ impl Acts<'_> {
         std::array::from_fn(|d| &self.row(i + d)[b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES])
     }
 
-    /// Q8_0: the block scales and sums of rows `i..i + R`.
+    /// Q8_0: the block scales of rows `i..i + R`.
+    #[cfg(target_arch = "x86_64")]
+    fn scales<const R: usize>(&self, i: usize) -> [&[f32]; R] {
+        let nb = self.nb32;
+        std::array::from_fn(|d| &self.ad[(i + d) * nb..(i + d + 1) * nb])
+    }
+
+    /// Q8_0 where the AVX-512 kernel runs: the block scales and sums of rows `i..i + R`.
     fn q8<const R: usize>(&self, i: usize) -> [(&[f32], &[i32]); R] {
         let nb = self.nb32;
         std::array::from_fn(|d| (&self.ad[(i + d) * nb..(i + d + 1) * nb], &self.asum[(i + d) * nb..(i + d + 1) * nb]))
@@ -302,13 +313,13 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         by_four(&|blocks, i, r, res| {
             // SAFETY: has_avx2_int reports the features the kernel enables; `blocks` holds
             // whole interleaved pairs of blocks and each activation row the matching Q8_0
-            // blocks (their scales as f32 in `acts.q8`).
+            // blocks (their scales as f32 in `acts.scales`).
             unsafe {
                 match r {
-                    4 => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.q8(i), res),
-                    3 => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.q8(i), res),
-                    2 => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.q8(i), res),
-                    _ => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.q8(i), res),
+                    4 => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
+                    3 => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
+                    2 => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
+                    _ => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.scales(i), res),
                 }
             }
         });
@@ -691,7 +702,7 @@ mod avx2 {
     const PF: usize = 8192;
 
     /// Sixteen interleaved Q8_0 rows (`blocks`, whole pairs of blocks) times `R` Q8_0 rows
-    /// (`R <= 4`; each block's scale as f32 in `q8[r].0`), into `res[r][row]`: the scalar
+    /// (`R <= 4`; each block's scale as f32 in `ad[r]`), into `res[r][row]`: the scalar
     /// spec's bits. Each 32-byte half of a step's 64-byte line holds four values of eight
     /// rows, so the four activation bytes broadcast meet eight rows at once (`|w|` times the
     /// activation with `w`'s sign: `maddubs`, then `madd` to i32 per row), and after the
@@ -704,20 +715,14 @@ mod avx2 {
     ///
     /// # Safety
     /// The CPU has AVX2, FMA and F16C; `blocks` holds whole interleaved pairs of blocks and
-    /// each `a[r]` and `q8[r].0` at least as many Q8_0 blocks and scales.
+    /// each `a[r]` and `ad[r]` at least as many Q8_0 blocks and scales.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q8_0<const R: usize>(
-        blocks: &[u8],
-        a: [&[u8]; R],
-        q8: [(&[f32], &[i32]); R],
-        res: &mut [[f32; X16]; 4],
-    ) {
+    pub unsafe fn dot_q8_0<const R: usize>(blocks: &[u8], a: [&[u8]; R], ad: [&[f32]; R], res: &mut [[f32; X16]; 4]) {
         let nb = blocks.len() / X16_Q8_BLOCK * 2;
         assert!(R <= 4, "dot_q8_0: at most four activation rows");
         for r in 0..R {
-            assert!(a[r].len() >= nb * Q8_0_BYTES && q8[r].0.len() >= nb, "dot_q8_0: activation row too short");
+            assert!(a[r].len() >= nb * Q8_0_BYTES && ad[r].len() >= nb, "dot_q8_0: activation row too short");
         }
-        let ad: [&[f32]; R] = std::array::from_fn(|r| q8[r].0);
         // SAFETY: the features are this fn's; the lengths were checked above.
         unsafe {
             if R <= 2 {
