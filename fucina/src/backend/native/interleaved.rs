@@ -10,13 +10,15 @@
 //! The integer sums per block equal the scalar spec's exactly (Q8_K or Q8_0 activations);
 //! in the AVX-512 kernels only the f32 accumulation across blocks rounds differently.
 //!
-//! Where AVX2 runs without those (Zen 3, say), interleaved Q8_0 has a kernel of its own:
-//! a 32-byte half of each 64-byte line holds four values of eight rows, `|w|` times the
-//! broadcast activation bytes with `w`'s sign (`maddubs`, then `madd` to i32) adds eight
-//! rows' partial sums per instruction, and after a block every lane holds one row's whole
-//! block sum. The row kernels on the file's rows must reduce each block's lanes to one
-//! sum instead (21 of the 2 x 4 tile's ~60 instructions per block). The f32 steps are the
-//! spec's, `(d_w * d_a) * s` added in block order: the spec's bits.
+//! Where AVX2 runs without those (Zen 3, say), interleaved Q8_0 and Q4_K have kernels of
+//! their own: a 32-byte half of each 64-byte line holds four bytes of eight rows, and one
+//! `maddubs` with the broadcast activation bytes adds eight rows' partial sums (Q8_0: `|w|`
+//! times the activation with `w`'s sign, then `madd` to i32; Q4_K: the unsigned nibbles,
+//! summed in i16 over a sub-block, then one `madd` with each row's scale). After a block
+//! every lane holds one row's whole block sum. The row kernels on the file's rows must
+//! reduce each block's lanes to one sum instead (21 of the Q8_0 2 x 4 tile's ~60
+//! instructions per block). The f32 steps are the spec's (Q8_0: `(d_w * d_a) * s`; Q4_K:
+//! `(d * d_a) * isum - (dmin * d_a) * msum`), added in block order: the spec's bits.
 
 use super::super::interleave::{
     gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_Q8_SECOND,
@@ -309,17 +311,21 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if f == Interleaved::Q8_0 && has_avx2_int() {
+    if matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && has_avx2_int() {
         by_four(&|blocks, i, r, res| {
-            // SAFETY: has_avx2_int reports the features the kernel enables; `blocks` holds
-            // whole interleaved pairs of blocks and each activation row the matching Q8_0
-            // blocks (their scales as f32 in `acts.scales`).
+            // SAFETY: has_avx2_int reports the features the kernels enable; `blocks` holds
+            // whole interleaved blocks and each activation row the matching Q8_K or Q8_0
+            // blocks (for Q8_0 their scales as f32 in `acts.scales`).
             unsafe {
-                match r {
-                    4 => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
-                    3 => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
-                    2 => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
-                    _ => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.scales(i), res),
+                match (f, r) {
+                    (Interleaved::Q4K, 4) => avx2::dot_q4k::<4>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, 3) => avx2::dot_q4k::<3>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, 2) => avx2::dot_q4k::<2>(blocks, acts.rows(i), res),
+                    (Interleaved::Q4K, _) => avx2::dot_q4k::<1>(blocks, acts.rows(i), res),
+                    (_, 4) => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
+                    (_, 3) => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
+                    (_, 2) => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
+                    (_, _) => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.scales(i), res),
                 }
             }
         });
@@ -730,6 +736,138 @@ mod avx2 {
             } else {
                 halves::<R, 1>(blocks, a, ad, res, 0);
                 halves::<R, 1>(blocks, a, ad, res, 1);
+            }
+        }
+    }
+
+    /// Sixteen interleaved Q4_K rows (`blocks`, whole super-blocks) times `R` Q8_K rows
+    /// (`R <= 4`), into `res[r][row]`: the scalar spec's bits. Each 32-byte half of a step's
+    /// 64-byte line holds four bytes of eight rows: their low nibbles are four values of
+    /// sub-block `2c`, their high nibbles four of `2c + 1`. `maddubs` of the unsigned levels
+    /// with the four activation bytes broadcast adds two products per i16 lane, eight rows at
+    /// once; a sub-block's eight steps stay within i16 (16 products of at most 15 x 127), and
+    /// one `madd` with each row's 6-bit scale (in both i16 halves of its lane) makes the
+    /// row's scaled sub-block sum in i32: no horizontal reduction. The minimums meet the
+    /// activation's group sums the same way (one `madd` per two sub-blocks). Each
+    /// super-block then adds `(d * d_a) * isum - (dmin * d_a) * msum` to its row's f32 sum in
+    /// block order, as the spec does. One row (decode) prefetches its weights `PF` bytes
+    /// ahead.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `blocks` holds whole interleaved super-blocks and each
+    /// `a[r]` at least as many Q8_K blocks.
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4k<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
+        let nb = blocks.len() / X16_BLOCK;
+        assert!(R <= 4, "dot_q4k: at most four activation rows");
+        for r in 0..R {
+            assert!(a[r].len() >= nb * Q8_K_BYTES, "dot_q4k: activation row too short");
+        }
+        // SAFETY: every load stays inside an interleaved super-block (f16 factors 0..64,
+        // scales 64..256, nibbles 256 + 64 (8c + t) + 32h + 32 <= 2304) or a Q8_K block of a
+        // row checked above (4 + 64c + 32 + 4t + 4 <= 260, sums 260..292), or `sm`; the
+        // stores are into `sm` and `res`. A prefetch is a hint that never faults (its address
+        // may lie past the weights: `wrapping_add`).
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0F);
+            let m6 = _mm256_set1_epi8(63);
+            let m30 = _mm256_set1_epi8(0x30);
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            // Scale s of row r at 16 s + r, minimum s at 128 + 16 s + r.
+            let mut sm = [0u8; 256];
+            for (b, blk) in blocks.chunks_exact(X16_BLOCK).enumerate() {
+                let p = blk.as_ptr();
+                if R == 1 {
+                    for l in 0..X16_BLOCK / 64 {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF + 64 * l) as *const i8);
+                    }
+                }
+                let ab: [*const u8; R] = std::array::from_fn(|r| a[r].as_ptr().add(b * Q8_K_BYTES));
+                // The six-bit scales and minimums of the sixteen rows (bytes 0..4, 4..8 and
+                // 8..12 of their scale fields, transposed), as `scale_min_k4` unpacks them.
+                let q = sm.as_mut_ptr();
+                for half in 0..2 {
+                    let at = |i: usize| _mm256_loadu_si256(p.add(X16_SCALES + 64 * i + 32 * half) as *const __m256i);
+                    let (s0, s1, s2) = (at(0), at(1), at(2));
+                    let sc_lo = _mm256_and_si256(s0, m6);
+                    let mn_lo = _mm256_and_si256(s1, m6);
+                    let sc_hi =
+                        _mm256_or_si256(_mm256_and_si256(s2, m4), _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30));
+                    let mn_hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30),
+                    );
+                    _mm256_storeu_si256(q.add(32 * half) as *mut __m256i, sc_lo);
+                    _mm256_storeu_si256(q.add(64 + 32 * half) as *mut __m256i, sc_hi);
+                    _mm256_storeu_si256(q.add(128 + 32 * half) as *mut __m256i, mn_lo);
+                    _mm256_storeu_si256(q.add(192 + 32 * half) as *mut __m256i, mn_hi);
+                }
+                // The activation's sums of sub-blocks 2j, 2j + 1 as the i16 halves of word j.
+                let mut pairs = [[0i32; 4]; R];
+                for r in 0..R {
+                    let bs = _mm256_loadu_si256(ab[r].add(260) as *const __m256i);
+                    let s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                    _mm_storeu_si128(pairs[r].as_mut_ptr() as *mut __m128i, s8);
+                }
+                let mut isum = [[_mm256_setzero_si256(); 2]; R];
+                for c in 0..4 {
+                    let mut lo = [[_mm256_setzero_si256(); 2]; R];
+                    let mut hi = [[_mm256_setzero_si256(); 2]; R];
+                    for t in 0..8 {
+                        for h in 0..2 {
+                            let v = _mm256_loadu_si256(p.add(X16_QS + 64 * (8 * c + t) + 32 * h) as *const __m256i);
+                            let l = _mm256_and_si256(v, m4);
+                            let u = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                            for r in 0..R {
+                                let ap = ab[r].add(4 + 64 * c + 4 * t);
+                                let a_lo = _mm256_set1_epi32((ap as *const i32).read_unaligned());
+                                let a_hi = _mm256_set1_epi32((ap.add(32) as *const i32).read_unaligned());
+                                lo[r][h] = _mm256_add_epi16(lo[r][h], _mm256_maddubs_epi16(l, a_lo));
+                                hi[r][h] = _mm256_add_epi16(hi[r][h], _mm256_maddubs_epi16(u, a_hi));
+                            }
+                        }
+                    }
+                    for h in 0..2 {
+                        // Each row's scale in both i16 halves of its lane.
+                        let scale = |at: usize| {
+                            let s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.add(at + 8 * h) as *const __m128i));
+                            _mm256_or_si256(s, _mm256_slli_epi32(s, 16))
+                        };
+                        let (s_lo, s_hi) = (scale(32 * c), scale(32 * c + 16));
+                        for r in 0..R {
+                            let both =
+                                _mm256_add_epi32(_mm256_madd_epi16(lo[r][h], s_lo), _mm256_madd_epi16(hi[r][h], s_hi));
+                            isum[r][h] = _mm256_add_epi32(isum[r][h], both);
+                        }
+                    }
+                }
+                for h in 0..2 {
+                    // Minimums of sub-blocks 2j and 2j + 1 of the half's rows, as i16 pairs.
+                    let mut msum = [_mm256_setzero_si256(); R];
+                    for j in 0..4 {
+                        let ms = _mm_loadu_si128(q.add(128 + 32 * j) as *const __m128i);
+                        let ms1 = _mm_loadu_si128(q.add(128 + 32 * j + 16) as *const __m128i);
+                        let both = if h == 0 { _mm_unpacklo_epi8(ms, ms1) } else { _mm_unpackhi_epi8(ms, ms1) };
+                        let mw = _mm256_cvtepu8_epi16(both);
+                        for r in 0..R {
+                            msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(mw, _mm256_set1_epi32(pairs[r][j])));
+                        }
+                    }
+                    let d = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16 * h) as *const __m128i));
+                    let dmin = _mm256_cvtph_ps(_mm_loadu_si128(p.add(32 + 16 * h) as *const __m128i));
+                    for r in 0..R {
+                        let da = _mm256_set1_ps((ab[r] as *const f32).read_unaligned());
+                        let plus = _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[r][h]));
+                        let minus = _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(msum[r]));
+                        acc[r][h] = _mm256_add_ps(acc[r][h], _mm256_sub_ps(plus, minus));
+                    }
+                }
+            }
+            for r in 0..R {
+                for h in 0..2 {
+                    _mm256_storeu_ps(res[r].as_mut_ptr().add(8 * h), acc[r][h]);
+                }
             }
         }
     }
