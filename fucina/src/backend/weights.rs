@@ -132,11 +132,9 @@ pub fn layout_for(format: WeightFormat, rows: usize, cols: usize) -> WeightForma
     };
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let off = *OFF.get_or_init(|| std::env::var_os("FUCINA_NO_REPACK").is_some());
-    // Q8_0 and Q4_K also where AVX2 runs: their interleaved AVX2 kernels add eight rows'
-    // block sums per instruction without a horizontal reduction (Q6_K's AVX2 kernels work on
-    // the file's rows).
-    let avx2 = matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && super::native::simd::has_avx2_int();
-    let kernels = super::native::simd::has_avx512_int() || avx2;
+    // Also where only AVX2 runs: the interleaved AVX2 kernels add eight rows' block sums
+    // per instruction without a horizontal reduction.
+    let kernels = super::native::simd::has_avx512_int() || super::native::simd::has_avx2_int();
     if f.fits(rows, cols) && kernels && !off {
         to
     } else {
