@@ -118,8 +118,8 @@ impl WeightFormat {
 /// The layout a `[rows, cols]` weight of `format` takes on this CPU: Q4_K, Q6_K and Q8_0
 /// matrices whose rows come in whole groups of sixteen take the interleaved layouts
 /// ([`super::interleave`]) where the AVX-512 VNNI kernels run (F/BW/VL/VNNI and F16C, not
-/// turned off with `FUCINA_NO_AVX512`), and Q8_0 matrices also where only AVX2 and F16C do
-/// (not turned off with `FUCINA_NO_SIMD`), unless `FUCINA_NO_REPACK` is set; everything else
+/// turned off with `FUCINA_NO_AVX512`) and also where only AVX2 and F16C do (their AVX2
+/// kernels; not turned off with `FUCINA_NO_SIMD`), unless `FUCINA_NO_REPACK` is set; everything else
 /// keeps the file's rows. A repacked product takes the integer path at every batch size,
 /// which on these CPUs beats the bf16 path from decode up to long prefills
 /// (docs/BENCHMARK.md).

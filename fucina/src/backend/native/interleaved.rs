@@ -10,15 +10,16 @@
 //! The integer sums per block equal the scalar spec's exactly (Q8_K or Q8_0 activations);
 //! in the AVX-512 kernels only the f32 accumulation across blocks rounds differently.
 //!
-//! Where AVX2 runs without those (Zen 3, say), interleaved Q8_0 and Q4_K have kernels of
-//! their own: a 32-byte half of each 64-byte line holds four bytes of eight rows, and one
-//! `maddubs` with the broadcast activation bytes adds eight rows' partial sums (Q8_0: `|w|`
-//! times the activation with `w`'s sign, then `madd` to i32; Q4_K: the unsigned nibbles,
-//! summed in i16 over a sub-block, then one `madd` with each row's scale). After a block
-//! every lane holds one row's whole block sum. The row kernels on the file's rows must
-//! reduce each block's lanes to one sum instead (21 of the Q8_0 2 x 4 tile's ~60
-//! instructions per block). The f32 steps are the spec's (Q8_0: `(d_w * d_a) * s`; Q4_K:
-//! `(d * d_a) * isum - (dmin * d_a) * msum`), added in block order: the spec's bits.
+//! Where AVX2 runs without those (Zen 3, say), each layout has an AVX2 kernel of its own: a
+//! 32-byte half of each 64-byte line holds four bytes of eight rows, and one `maddubs` with
+//! the broadcast activation bytes adds eight rows' partial sums (Q8_0: `|w|` times the
+//! activation with `w`'s sign, then `madd` to i32; Q4_K: the unsigned nibbles, summed in
+//! i16 over a sub-block, then one `madd` with each row's scale; Q6_K: the unsigned 6-bit
+//! levels, two steps in i16, then the same `madd`). After a block every lane holds one
+//! row's whole block sum. The row kernels on the file's rows must reduce each block's lanes
+//! to one sum instead (21 of the Q8_0 2 x 4 tile's ~60 instructions per block). The f32
+//! steps are the spec's (Q8_0: `(d_w * d_a) * s`; the K-quants: `super_block_term`), added
+//! in block order: the spec's bits.
 
 use super::super::interleave::{
     gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_Q8_SECOND,
