@@ -389,8 +389,9 @@ fn check_weight_product(
     let exact = match format {
         F::Q8_0 | F::Q4_0 => true,
         F::K(_) => !fucina::backend::native::simd::has_avx512_int(),
-        // The interleaved AVX2 kernels add each row's block terms in the spec's order.
-        F::Q8_0X16 | F::Q4KX16 | F::Q6KX16 => !fucina::backend::native::simd::has_avx512_int(),
+        // The interleaved AVX2 Q8_0 and Q4_K kernels add each row's block terms in the
+        // spec's order.
+        F::Q8_0X16 | F::Q4KX16 => !fucina::backend::native::simd::has_avx512_int(),
         _ => false,
     };
     if exact && !format.takes_bf16(m, k) {

@@ -118,8 +118,9 @@ impl WeightFormat {
 /// The layout a `[rows, cols]` weight of `format` takes on this CPU: Q4_K, Q6_K and Q8_0
 /// matrices whose rows come in whole groups of sixteen take the interleaved layouts
 /// ([`super::interleave`]) where the AVX-512 VNNI kernels run (F/BW/VL/VNNI and F16C, not
-/// turned off with `FUCINA_NO_AVX512`) and also where only AVX2 and F16C do (their AVX2
-/// kernels; not turned off with `FUCINA_NO_SIMD`), unless `FUCINA_NO_REPACK` is set; everything else
+/// turned off with `FUCINA_NO_AVX512`), and Q4_K and Q8_0 matrices also where only AVX2 and
+/// F16C do (their AVX2 kernels; not turned off with `FUCINA_NO_SIMD`), unless
+/// `FUCINA_NO_REPACK` is set; everything else
 /// keeps the file's rows. A repacked product takes the integer path at every batch size,
 /// which on these CPUs beats the bf16 path from decode up to long prefills
 /// (docs/BENCHMARK.md).
@@ -132,9 +133,11 @@ pub fn layout_for(format: WeightFormat, rows: usize, cols: usize) -> WeightForma
     };
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let off = *OFF.get_or_init(|| std::env::var_os("FUCINA_NO_REPACK").is_some());
-    // Also where only AVX2 runs: the interleaved AVX2 kernels add eight rows' block sums
-    // per instruction without a horizontal reduction.
-    let kernels = super::native::simd::has_avx512_int() || super::native::simd::has_avx2_int();
+    // Q8_0 and Q4_K also where AVX2 runs: their interleaved AVX2 kernels add eight rows'
+    // block sums per instruction without a horizontal reduction (Q6_K's AVX2 kernels work on
+    // the file's rows).
+    let avx2 = matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && super::native::simd::has_avx2_int();
+    let kernels = super::native::simd::has_avx512_int() || avx2;
     if f.fits(rows, cols) && kernels && !off {
         to
     } else {

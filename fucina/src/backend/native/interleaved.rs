@@ -10,16 +10,17 @@
 //! The integer sums per block equal the scalar spec's exactly (Q8_K or Q8_0 activations);
 //! in the AVX-512 kernels only the f32 accumulation across blocks rounds differently.
 //!
-//! Where AVX2 runs without those (Zen 3, say), each layout has an AVX2 kernel of its own: a
-//! 32-byte half of each 64-byte line holds four bytes of eight rows, and one `maddubs` with
-//! the broadcast activation bytes adds eight rows' partial sums (Q8_0: `|w|` times the
-//! activation with `w`'s sign, then `madd` to i32; Q4_K: the unsigned nibbles, summed in
-//! i16 over a sub-block, then one `madd` with each row's scale; Q6_K: the unsigned 6-bit
-//! levels, two steps in i16, then the same `madd`). After a block every lane holds one
-//! row's whole block sum. The row kernels on the file's rows must reduce each block's lanes
-//! to one sum instead (21 of the Q8_0 2 x 4 tile's ~60 instructions per block). The f32
-//! steps are the spec's (Q8_0: `(d_w * d_a) * s`; the K-quants: `super_block_term`), added
-//! in block order: the spec's bits.
+//! Where AVX2 runs without those (Zen 3, say), Q8_0 and Q4_K have AVX2 kernels of their
+//! own: a 32-byte half of each 64-byte line holds four bytes of eight rows, and one
+//! `maddubs` with the broadcast activation bytes adds eight rows' partial sums (Q8_0: `|w|`
+//! times the activation with `w`'s sign, then `madd` to i32; Q4_K: the unsigned nibbles,
+//! summed in i16 over a sub-block, then one `madd` with each row's scale). After a block
+//! every lane holds one row's whole block sum. The row kernels on the file's rows must
+//! reduce each block's lanes to one sum instead (21 of the Q8_0 2 x 4 tile's ~60
+//! instructions per block). The f32 steps are the spec's (Q8_0: `(d_w * d_a) * s`; Q4_K:
+//! `super_block_term`), added in block order: the spec's bits. Q6_K keeps the file's rows
+//! on AVX2 (an interleaved AVX2 kernel lost to the K-quant tile GEMM from 16 rows and to
+//! the row kernel on large decode products; docs/BENCHMARK.md).
 
 use super::super::interleave::{
     gather_row, Interleaved, X16, X16_BLOCK, X16_Q6_BLOCK, X16_Q6_QS, X16_Q6_SCALES, X16_Q8_BLOCK, X16_Q8_SECOND,
@@ -312,7 +313,7 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if has_avx2_int() {
+    if matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && has_avx2_int() {
         by_four(&|blocks, i, r, res| {
             // SAFETY: has_avx2_int reports the features the kernels enable; `blocks` holds
             // whole interleaved blocks and each activation row the matching Q8_K or Q8_0
@@ -323,10 +324,6 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
                     (Interleaved::Q4K, 3) => avx2::dot_q4k::<3>(blocks, acts.rows(i), res),
                     (Interleaved::Q4K, 2) => avx2::dot_q4k::<2>(blocks, acts.rows(i), res),
                     (Interleaved::Q4K, _) => avx2::dot_q4k::<1>(blocks, acts.rows(i), res),
-                    (Interleaved::Q6K, 4) => avx2::dot_q6k::<4>(blocks, acts.rows(i), res),
-                    (Interleaved::Q6K, 3) => avx2::dot_q6k::<3>(blocks, acts.rows(i), res),
-                    (Interleaved::Q6K, 2) => avx2::dot_q6k::<2>(blocks, acts.rows(i), res),
-                    (Interleaved::Q6K, _) => avx2::dot_q6k::<1>(blocks, acts.rows(i), res),
                     (_, 4) => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
                     (_, 3) => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
                     (_, 2) => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
@@ -866,141 +863,6 @@ mod avx2 {
                         let plus = _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[r][h]));
                         let minus = _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(msum[r]));
                         acc[r][h] = _mm256_add_ps(acc[r][h], _mm256_sub_ps(plus, minus));
-                    }
-                }
-            }
-            for r in 0..R {
-                for h in 0..2 {
-                    _mm256_storeu_ps(res[r].as_mut_ptr().add(8 * h), acc[r][h]);
-                }
-            }
-        }
-    }
-
-    /// Sixteen interleaved Q6_K rows (`blocks`, whole super-blocks) times `R` Q8_K rows
-    /// (`R <= 4`), into `res[r][row]`: the scalar spec's bits. Each 32-byte half of a step's
-    /// three lines holds four bytes of eight rows, whose levels `u` (0..64: the low four bits
-    /// and the two high bits moved up) meet the broadcast activation bytes in `maddubs` (two
-    /// products of at most 63 x 127 per i16 lane). Two steps stay within i16; one `madd`
-    /// with each row's scale (in both i16 halves of its lane) adds them to the row's i32 sum.
-    /// The offset of 32 comes back out through the activation's group sums (`-32 sum_g
-    /// scale_g bsum_g`, one `madd` per two groups). Each super-block then adds `(d * d_a) *
-    /// isum` (the spec's `super_block_term` with no minimums) to its row's f32 sum in block
-    /// order. The eight rows of each half run in turn, so the second reads the super-block
-    /// from L1. One row (decode) prefetches its weights `PF` bytes ahead.
-    ///
-    /// # Safety
-    /// The CPU has AVX2, FMA and F16C; `blocks` holds whole interleaved super-blocks and each
-    /// `a[r]` at least as many Q8_K blocks.
-    #[allow(clippy::needless_range_loop)]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q6k<const R: usize>(blocks: &[u8], a: [&[u8]; R], res: &mut [[f32; X16]; 4]) {
-        let nb = blocks.len() / X16_Q6_BLOCK;
-        assert!(R <= 4, "dot_q6k: at most four activation rows");
-        for r in 0..R {
-            assert!(a[r].len() >= nb * Q8_K_BYTES, "dot_q6k: activation row too short");
-        }
-        // SAFETY: every load stays inside an interleaved super-block (d 0..32, scales
-        // 32 + 16 g + 16 <= 288, bits 288 + 192 (8c + t) + 128 + 32 half + 32 <= 3360) or a
-        // Q8_K block of a row checked above (4 + 128c + 64h + 32 + 4t + 4 <= 260, sums
-        // 260..292); the stores are into `res`. A prefetch is a hint that never faults (its
-        // address may lie past the weights: `wrapping_add`).
-        unsafe {
-            let m4 = _mm256_set1_epi8(0x0F);
-            let m30 = _mm256_set1_epi8(0x30);
-            let zero = _mm256_setzero_ps();
-            let mut acc = [[zero; 2]; R];
-            for (b, blk) in blocks.chunks_exact(X16_Q6_BLOCK).enumerate() {
-                let p = blk.as_ptr();
-                if R == 1 {
-                    for l in 0..X16_Q6_BLOCK.div_ceil(64) {
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF + 64 * l) as *const i8);
-                    }
-                }
-                let ab: [*const u8; R] = std::array::from_fn(|r| a[r].as_ptr().add(b * Q8_K_BYTES));
-                for half in 0..2 {
-                    // The half's eight rows' scales of group g, sign-extended, in both i16
-                    // halves of each row's lane.
-                    let scale = |g: usize| {
-                        let s = _mm_cvtepi8_epi16(_mm_loadl_epi64(
-                            p.add(X16_Q6_SCALES + 16 * g + 8 * half) as *const __m128i
-                        ));
-                        _mm256_set_m128i(_mm_unpackhi_epi16(s, s), _mm_unpacklo_epi16(s, s))
-                    };
-                    // The offset's share: sum over groups of scale * bsum, two groups per madd.
-                    let mut bias = [_mm256_setzero_si256(); R];
-                    for pr in 0..8 {
-                        let g0 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr) as *const __m128i);
-                        let g1 = _mm_loadu_si128(p.add(X16_Q6_SCALES + 32 * pr + 16) as *const __m128i);
-                        let both = if half == 0 { _mm_unpacklo_epi8(g0, g1) } else { _mm_unpackhi_epi8(g0, g1) };
-                        let sw = _mm256_cvtepi8_epi16(both);
-                        for r in 0..R {
-                            let bs = (ab[r].add(260 + 4 * pr) as *const i32).read_unaligned();
-                            bias[r] = _mm256_add_epi32(bias[r], _mm256_madd_epi16(sw, _mm256_set1_epi32(bs)));
-                        }
-                    }
-                    let mut isum: [__m256i; R] = std::array::from_fn(|r| {
-                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias[r], 5))
-                    });
-                    for c in 0..2 {
-                        for h in 0..2 {
-                            // Values 128c + 64h + 32q + 4t + (0..4) of the half's rows, q = 0, 1.
-                            let mut s = [[_mm256_setzero_si256(); R]; 2];
-                            let mut sc = [_mm256_setzero_si256(); 2];
-                            for t in 0..8 {
-                                let q = p.add(X16_Q6_QS + 192 * (8 * c + t) + 32 * half);
-                                let l0 = _mm256_loadu_si256(q as *const __m256i);
-                                let l1 = _mm256_loadu_si256(q.add(64) as *const __m256i);
-                                let hb = _mm256_loadu_si256(q.add(128) as *const __m256i);
-                                let (l0, l1) = if h == 0 {
-                                    (_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4))
-                                } else {
-                                    (
-                                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                    )
-                                };
-                                // High bits of part (h, q) sit at shift 2 (2h + q): moved to bits 4..6.
-                                let (h0, h1) = if h == 0 {
-                                    (_mm256_slli_epi16(hb, 4), _mm256_slli_epi16(hb, 2))
-                                } else {
-                                    (hb, _mm256_srli_epi16(hb, 2))
-                                };
-                                let u0 = _mm256_or_si256(l0, _mm256_and_si256(h0, m30));
-                                let u1 = _mm256_or_si256(l1, _mm256_and_si256(h1, m30));
-                                for r in 0..R {
-                                    let ap = ab[r].add(4 + 128 * c + 64 * h + 4 * t);
-                                    let a0 = _mm256_set1_epi32((ap as *const i32).read_unaligned());
-                                    let a1 = _mm256_set1_epi32((ap.add(32) as *const i32).read_unaligned());
-                                    s[0][r] = _mm256_add_epi16(s[0][r], _mm256_maddubs_epi16(u0, a0));
-                                    s[1][r] = _mm256_add_epi16(s[1][r], _mm256_maddubs_epi16(u1, a1));
-                                }
-                                if t % 4 == 0 {
-                                    // Group g = 8c + 4h + 2q + t / 4 starts here.
-                                    for qq in 0..2 {
-                                        sc[qq] = scale(8 * c + 4 * h + 2 * qq + t / 4);
-                                    }
-                                }
-                                if t % 2 == 1 {
-                                    // Two steps' pairs (at most 4 x 63 x 127 per lane) in i16:
-                                    // scaled into the rows' i32 sums.
-                                    for qq in 0..2 {
-                                        for r in 0..R {
-                                            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s[qq][r], sc[qq]));
-                                            s[qq][r] = _mm256_setzero_si256();
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    let d = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16 * half) as *const __m128i));
-                    for r in 0..R {
-                        let da = _mm256_set1_ps((ab[r] as *const f32).read_unaligned());
-                        let plus = _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[r]));
-                        // The spec's minimum term, with no minimums: (0 * d_a) * 0.
-                        let minus = _mm256_mul_ps(_mm256_mul_ps(zero, da), zero);
-                        acc[r][half] = _mm256_add_ps(acc[r][half], _mm256_sub_ps(plus, minus));
                     }
                 }
             }
