@@ -246,7 +246,7 @@ pub(crate) use avx2::k4_scales_mins;
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{q3k_scale_words, q8k_d, super_block_term, KFormat, Q8_K_BYTES};
-    use crate::backend::x86::{bit_of_bytes, f16c_at, hsum_i32x4, hsum_i32x8};
+    use crate::backend::x86::{bit_of_bytes, f16c_at, hsum_i32x4, hsum_i32x8, q8k_sub_block_sums};
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -325,8 +325,7 @@ mod avx2 {
                 for r in 0..R {
                     // Minimums: m[j] times the activation sum over the 32 values of scale j.
                     // SAFETY: (this block) AVX2 is enabled by the caller; loads stay in the blocks.
-                    let bs = { bsums(ba[r]) };
-                    let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                    let pairs = { q8k_sub_block_sums(ba[r]) };
                     msum[r] = hsum_i32x4(_mm_madd_epi16(mins, pairs));
                 }
                 let qs = if Q5 { &b[48..176] } else { &b[16..144] };

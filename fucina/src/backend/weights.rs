@@ -136,8 +136,7 @@ pub fn layout_for(format: WeightFormat, rows: usize, cols: usize) -> WeightForma
     // Q8_0 and Q4_K also where AVX2 runs: their interleaved AVX2 kernels add eight rows'
     // block sums per instruction without a horizontal reduction (Q6_K's AVX2 kernels work on
     // the file's rows).
-    let avx2 = matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && super::native::simd::has_avx2_int();
-    let kernels = super::native::simd::has_avx512_int() || avx2;
+    let kernels = super::native::simd::has_avx512_int() || super::native::has_avx2_kernel(f);
     if f.fits(rows, cols) && kernels && !off {
         to
     } else {

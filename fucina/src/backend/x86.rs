@@ -91,3 +91,19 @@ pub(crate) unsafe fn bit_of_bytes(v: __m256i, s: usize, to: i32) -> __m256i {
         _mm256_sll_epi16(bit, _mm_cvtsi32_si128(to))
     }
 }
+
+/// The activation's sums over the eight 32-value sub-blocks of a Q8_K block (`ba`: its
+/// sixteen i16 group sums at 260..292), as eight i16 lanes: sub-block `j` is groups `2j`
+/// and `2j + 1` (at most 2 x 16 x 127 in magnitude, so the pairwise add cannot wrap).
+///
+/// # Safety
+/// The CPU has AVX2 (the callers run under their AVX2 `target_feature`).
+#[inline(always)]
+pub(crate) unsafe fn q8k_sub_block_sums(ba: &[u8]) -> __m128i {
+    assert!(ba.len() >= 292, "q8k_sub_block_sums: not a whole Q8_K block");
+    // SAFETY: 32 bytes at 260 lie in the block (checked); AVX2 per this fn's contract.
+    unsafe {
+        let bs = _mm256_loadu_si256(ba.as_ptr().add(260) as *const __m256i);
+        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1))
+    }
+}

@@ -32,6 +32,13 @@ use super::super::weights::{activation_row_bytes, WeightJob, WeightMat};
 use super::simd::{has_avx2_int, has_avx512_int};
 use super::weights::quantize_activations_rows;
 
+/// Whether this CPU runs `f`'s interleaved products on an AVX2 kernel of their own (Q8_0 and
+/// Q4_K, where [`has_avx2_int`] holds): [`crate::backend::weights::layout_for`] repacks
+/// those layouts where AVX-512 VNNI is absent, and the products run them.
+pub fn has_avx2_kernel(f: Interleaved) -> bool {
+    matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && has_avx2_int()
+}
+
 /// `y [m, n] = x [m, k] W^T` for an interleaved weight (`w.format.interleaved()` is some):
 /// groups of sixteen weight rows split over the pool.
 pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: bool) {
@@ -313,7 +320,7 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if matches!(f, Interleaved::Q8_0 | Interleaved::Q4K) && has_avx2_int() {
+    if has_avx2_kernel(f) {
         by_four(&|blocks, i, r, res| {
             // SAFETY: has_avx2_int reports the features the kernels enable; `blocks` holds
             // whole interleaved blocks and each activation row the matching Q8_K or Q8_0
@@ -361,6 +368,7 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::*;
+    use crate::backend::x86::q8k_sub_block_sums;
     use std::arch::x86_64::*;
 
     /// Sixteen interleaved Q4_K rows (`blocks`, whole super-blocks) times `R` Q8_K rows,
@@ -410,9 +418,7 @@ mod avx512 {
                 let mut msum = [_mm512_setzero_si512(); R];
                 let mut pairs = [[0i32; 4]; R];
                 for r in 0..R {
-                    let bs = _mm256_loadu_si256(ab[r].as_ptr().add(260) as *const __m256i);
-                    let s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                    _mm_storeu_si128(pairs[r].as_mut_ptr() as *mut __m128i, s8);
+                    _mm_storeu_si128(pairs[r].as_mut_ptr() as *mut __m128i, q8k_sub_block_sums(ab[r]));
                 }
                 for pr in 0..4 {
                     let ms = _mm_loadu_si128(q.add(128 + 32 * pr) as *const __m128i);
@@ -700,6 +706,7 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::*;
+    use crate::backend::x86::q8k_sub_block_sums;
     use std::arch::x86_64::*;
 
     /// How far ahead a one-row product (decode) asks for its weights: a pair of blocks'
@@ -808,9 +815,8 @@ mod avx2 {
                 // The activation's sums of sub-blocks 2j, 2j + 1 as the i16 halves of word j.
                 let mut pairs = [[0i32; 4]; R];
                 for r in 0..R {
-                    let bs = _mm256_loadu_si256(ab[r].add(260) as *const __m256i);
-                    let s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                    _mm_storeu_si128(pairs[r].as_mut_ptr() as *mut __m128i, s8);
+                    let ba = &a[r][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES];
+                    _mm_storeu_si128(pairs[r].as_mut_ptr() as *mut __m128i, q8k_sub_block_sums(ba));
                 }
                 let mut isum = [[_mm256_setzero_si256(); 2]; R];
                 for c in 0..4 {

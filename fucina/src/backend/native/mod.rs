@@ -12,6 +12,7 @@ mod elementwise;
 mod frames;
 mod gemm;
 mod interleaved;
+pub use interleaved::has_avx2_kernel;
 mod kgemm;
 pub use gemm::{gemm_packed, packed_nr, transpose_into_panel, KC as GEMM_KC};
 mod rank;

@@ -10,7 +10,7 @@
 //! accumulation across super-blocks (16 lanes here, 8 in AVX2) rounds differently.
 
 use super::{q8k_d, Q8_K_BYTES};
-use crate::backend::x86::{f16c_at, hsum128};
+use crate::backend::x86::{f16c_at, hsum128, q8k_sub_block_sums};
 use std::arch::x86_64::*;
 
 /// 32 bytes at the start of `p`, unaligned.
@@ -71,8 +71,7 @@ unsafe fn dot_q4k_rows<const R: usize>(w: &[u8], a: [&[u8]; R]) -> [f32; R] {
                 let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
                 for r in 0..R {
                     // Minimums: m[j] times the activation sum over the 32 values of scale j.
-                    let bs = load256(&ba[r][260..]);
-                    let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                    let pairs = q8k_sub_block_sums(ba[r]);
                     let prod = _mm_madd_epi16(mins, pairs);
                     acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin * q8k_d(ba[r])), _mm_cvtepi32_ps(prod), acc_m[r]);
                 }
