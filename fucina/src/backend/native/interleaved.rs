@@ -331,10 +331,11 @@ fn fill_groups(f: Interleaved, w: &WeightMat<'_>, acts: &Acts<'_>, m: usize, g0:
                     (Interleaved::Q4K, 3) => avx2::dot_q4k::<3>(blocks, acts.rows(i), res),
                     (Interleaved::Q4K, 2) => avx2::dot_q4k::<2>(blocks, acts.rows(i), res),
                     (Interleaved::Q4K, _) => avx2::dot_q4k::<1>(blocks, acts.rows(i), res),
-                    (_, 4) => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
-                    (_, 3) => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
-                    (_, 2) => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
-                    (_, _) => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.scales(i), res),
+                    (Interleaved::Q8_0, 4) => avx2::dot_q8_0::<4>(blocks, acts.rows(i), acts.scales(i), res),
+                    (Interleaved::Q8_0, 3) => avx2::dot_q8_0::<3>(blocks, acts.rows(i), acts.scales(i), res),
+                    (Interleaved::Q8_0, 2) => avx2::dot_q8_0::<2>(blocks, acts.rows(i), acts.scales(i), res),
+                    (Interleaved::Q8_0, _) => avx2::dot_q8_0::<1>(blocks, acts.rows(i), acts.scales(i), res),
+                    (Interleaved::Q6K, _) => unreachable!("has_avx2_kernel excludes Q6_K"),
                 }
             }
         });
