@@ -9,7 +9,6 @@
 use super::par;
 use super::simd::{self, Level};
 use crate::backend::{FloatSlice, Gemm, MatRef};
-use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// The K block of the packed product: `kc <= KC` values per panel, `pc` a multiple of it.
@@ -42,9 +41,10 @@ pub fn gemm(g: &Gemm<'_>, c: &mut [f32]) {
     }
     let work = m * n * k;
     if g.batch > 1 && work < (1 << 20) && par(g.batch * work) {
-        c[..g.batch * per].par_chunks_mut(per).enumerate().for_each(|(bt, cb)| {
-            gemm_one(g, bt, cb, false);
-        });
+        // Through the team this thread drives, where it drives one (a model's forward): the
+        // batch of small products (the heads of an attention einsum) then runs on the helper
+        // already spinning for the next product instead of on a pool thread woken for it.
+        super::par_chunks(&mut c[..g.batch * per], per, 1, |bt, cb| gemm_one(g, bt, cb, false));
     } else {
         for (bt, cb) in c[..g.batch * per].chunks_mut(per).enumerate() {
             // Splitting pays from about 4M multiply-adds (same scale as the exec layer's hand-off).
@@ -245,7 +245,7 @@ fn blocked<const MR: usize, const NR: usize>(
             let bp = &mut bp_all[..kc * n_pad];
             let pack_panel = |(jp, panel): (usize, &mut [f32])| pack(pc, kc, jp * NR, panel);
             if parallel {
-                bp.par_chunks_mut(kc * NR).enumerate().for_each(pack_panel);
+                super::par_chunks(bp, kc * NR, 1, |jp, panel| pack_panel((jp, panel)));
             } else {
                 bp.chunks_mut(kc * NR).enumerate().for_each(pack_panel);
             }
@@ -609,7 +609,7 @@ fn gemv_dot(
             *cj = simd::dot(arow, col);
         };
         if parallel && n >= 64 {
-            crow.par_iter_mut().enumerate().with_min_len(16).for_each(f);
+            super::par_chunks(crow, 16, 1, |ci, cc| cc.iter_mut().enumerate().for_each(|(j, cj)| f((ci * 16 + j, cj))));
         } else {
             crow.iter_mut().enumerate().for_each(f);
         }
@@ -645,7 +645,7 @@ fn gemv_axpy(
             }
         };
         if parallel {
-            crow.par_chunks_mut(CH).enumerate().for_each(f);
+            super::par_chunks(crow, CH, 1, |ci, cc| f((ci, cc)));
         } else {
             crow.chunks_mut(CH).enumerate().for_each(f);
         }
