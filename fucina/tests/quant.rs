@@ -611,3 +611,72 @@ fn weight_groups_equal_one_product_each() {
     let wrong = Tensor::<axes![seq, hidden]>::randn(&[2, 128]).unwrap();
     assert!(ProductGroup::new().push(&wa, &wrong).is_err(), "the contracted sizes differ");
 }
+
+/// A stack of matrices (`QWeightStack`, ggml's three-dimensional weights) gives each index of
+/// its stacking axis the bits of that matrix's own product with that slice of the input, on
+/// both backends, on one thread and two (a team driving the group), with the file's rows or
+/// a repacked layout, for one activation row and several, with the input in a permuted
+/// layout; mismatched sizes are errors naming the axis.
+#[test]
+fn weight_stacks_equal_one_product_per_index() {
+    use fucina::prelude::*;
+    use fucina::quant::{QWeight, QWeightStack};
+    axis!(seq, head, outs, ins);
+    let val = |s: usize, i: usize| ((i * 7919 + s * 104_729) % 2003) as f32 / 1001.5 - 1.0;
+    // (format, rows, cols): Q8_0 and Q4_K with sixteen-row multiples (repacked where this CPU
+    // repacks them), rows that are not, and float rows of odd lengths.
+    let cases = [
+        (GgmlType::Q8_0, 48, 96),
+        (GgmlType::Q8_0, 40, 64),
+        (GgmlType::Q4_K, 32, 256),
+        (GgmlType::Q6_K, 24, 512),
+        (GgmlType::F32, 5, 7),
+        (GgmlType::F16, 9, 33),
+    ];
+    for backend in [BackendKind::Scalar, BackendKind::Native] {
+        for threads in [1, 2] {
+            let ctx = ExecContext::with_backend(backend, threads).unwrap();
+            let _g = ctx.enter();
+            for (ty, rows, cols) in cases {
+                let g = 3;
+                let values: Vec<f32> = (0..g * rows * cols).map(|i| val(1, i)).collect();
+                let stack =
+                    QWeightStack::<head, outs, ins>::from_f32(&values, g, rows, cols, ty).unwrap().prepared().unwrap();
+                for m in [1, 3] {
+                    let x: Vec<f32> = (0..m * g * cols).map(|i| val(2 + m, i)).collect();
+                    // Built as [head, seq, ins] and seen as [seq, head, ins]: a strided input.
+                    let x = Tensor::<axes![head, seq, ins]>::from_vec(x, &[g, m, cols])
+                        .unwrap()
+                        .permute::<axes![seq, head, ins]>()
+                        .unwrap();
+                    let y = ctx.run_on_pool(|| stack.forward(&x)).unwrap();
+                    assert_eq!(y.shape(), &[m, g, rows]);
+                    for h in 0..g {
+                        let xh = x.narrow::<head>(h, 1).unwrap().contiguous().unwrap().to_f32_vec();
+                        let xh = Tensor::<axes![seq, ins]>::from_vec(xh, &[m, cols]).unwrap();
+                        let want = stack.get(h).unwrap().forward(&xh).unwrap().to_f32_vec();
+                        let got = y.narrow::<head>(h, 1).unwrap().contiguous().unwrap().to_f32_vec();
+                        assert!(
+                            want.iter().map(|v| v.to_bits()).eq(got.iter().map(|v| v.to_bits())),
+                            "{backend:?}, {threads} threads, {ty:?} {rows}x{cols}, {m} rows: head {h} differs"
+                        );
+                    }
+                }
+            }
+            // Sizes that do not match are errors naming the axis, not panics.
+            let stack =
+                QWeightStack::<head, outs, ins>::from_f32(&[0.5; 2 * 4 * 32], 2, 4, 32, GgmlType::Q8_0).unwrap();
+            let e = stack.forward(&Tensor::<axes![seq, head, ins]>::zeros(&[1, 3, 32]).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("head"), "{e}");
+            let e = stack.forward(&Tensor::<axes![seq, head, ins]>::zeros(&[1, 2, 64]).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("ins"), "{e}");
+            let empty = stack.forward(&Tensor::<axes![seq, head, ins]>::zeros(&[0, 2, 32]).unwrap()).unwrap();
+            assert_eq!(empty.shape(), &[0, 2, 4]);
+        }
+    }
+    let a = QWeight::<outs, ins>::quantize(&Tensor::zeros(&[4, 32]).unwrap(), GgmlType::Q8_0).unwrap();
+    let b = QWeight::<outs, ins>::quantize(&Tensor::zeros(&[4, 64]).unwrap(), GgmlType::Q8_0).unwrap();
+    assert!(QWeightStack::<head, outs, ins>::new(vec![a, b]).is_err(), "matrices of two shapes");
+    assert!(QWeightStack::<head, outs, ins>::new(Vec::new()).is_err(), "no matrices");
+    assert!(QWeightStack::<head, outs, ins>::from_f32(&[0.0; 10], 2, 4, 32, GgmlType::F32).is_err(), "too few values");
+}

@@ -20,7 +20,7 @@ use crate::llm::weights::ModelFile;
 use crate::qwen3::model::Mlp;
 use fucina::ops::RopeStyle;
 use fucina::prelude::*;
-use fucina::quant::QWeight;
+use fucina::quant::{GgmlType, QWeight, QWeightStack};
 
 axis!(pub latent, pub nope, pub rot, pub vdim, pub qlora, pub qk, pub q_flat, pub kv_flat, pub o_flat, pub lat_rot);
 
@@ -47,10 +47,12 @@ pub struct Mla {
     pub kv_a: QWeight<kv_flat, hidden>,
     /// RMSNorm weight of the latent.
     pub kv_norm: Tensor<axes![latent]>,
-    /// `[head, latent, nope]`: the latent-to-key map, absorbed into the query.
-    pub k_b: Tensor<axes![head, latent, nope]>,
+    /// `[head, latent, nope]`: the latent-to-key map, absorbed into the query (in the
+    /// file's format, as llama.cpp keeps it: a Q8_0 file's map streams a quarter of the
+    /// bytes of an f32 copy per token).
+    pub k_b: QWeightStack<head, latent, nope>,
     /// `[head, vdim, latent]`: the latent-to-value map, absorbed into the output.
-    pub v_b: Tensor<axes![head, vdim, latent]>,
+    pub v_b: QWeightStack<head, vdim, latent>,
     /// `[hidden, heads * v_head]`.
     pub o: QWeight<hidden, o_flat>,
 }
@@ -156,8 +158,8 @@ impl DeepSeek {
             };
             let (k_b, v_b) = if f.has(&n("attn_k_b")) {
                 (
-                    f.dense(&n("attn_k_b"), &[nh, c.kv_lora, c.qk_nope])?,
-                    f.dense(&n("attn_v_b"), &[nh, c.v_head, c.kv_lora])?,
+                    QWeightStack::new(f.matrices(&n("attn_k_b"), nh, c.kv_lora, c.qk_nope)?)?.map(|w| f.prepare(w))?,
+                    QWeightStack::new(f.matrices(&n("attn_v_b"), nh, c.v_head, c.kv_lora)?)?.map(|w| f.prepare(w))?,
                 )
             } else {
                 // [heads * (nope + v), kv_lora]: per head the key rows, then the value rows.
@@ -180,7 +182,10 @@ impl DeepSeek {
                     vb[hh * c.v_head * r..(hh + 1) * c.v_head * r]
                         .copy_from_slice(&w[(hh * per + c.qk_nope) * r..(hh + 1) * per * r]);
                 }
-                (Tensor::from_vec(kb, &[nh, r, c.qk_nope])?, Tensor::from_vec(vb, &[nh, c.v_head, r])?)
+                (
+                    QWeightStack::from_f32(&kb, nh, r, c.qk_nope, GgmlType::F32)?,
+                    QWeightStack::from_f32(&vb, nh, c.v_head, r, GgmlType::F32)?,
+                )
             };
             let attn = Mla {
                 q,
@@ -378,7 +383,7 @@ impl DeepSeek {
         let row: Tensor<axes![seq, lat_rot]> =
             Tensor::concat::<lat_rot>(&[&lat.rename::<latent, lat_rot>()?, &k_rot.rename::<rot, lat_rot>()?])?;
         // Absorbed query: [q_nope W_kb, q_rope] per head, against [latent, k_rope] per position.
-        let q_lat: Tensor<axes![seq, head, latent]> = einsum!(q_nope, a.k_b; nope ->)?;
+        let q_lat: Tensor<axes![seq, head, latent]> = a.k_b.forward(&q_nope)?;
         let qcat: Tensor<axes![seq, head, lat_rot]> =
             Tensor::concat::<lat_rot>(&[&q_lat.rename::<latent, lat_rot>()?, &q_rot.rename::<rot, lat_rot>()?])?;
         // One shared latent key for all heads: the heads are one group of a single kv head.
@@ -399,7 +404,7 @@ impl DeepSeek {
             cache.attend::<lat_rot, latent>(layer, q, Values::KeyPrefix(c.kv_lora), c.softmax_scale(), n, start)
         })?;
         let o: Tensor<axes![seq, latent, head]> = o.merge_axes::<axes![kv_head, group], head>()?;
-        let o: Tensor<axes![seq, head, vdim]> = einsum!(o, a.v_b; latent ->)?;
+        let o: Tensor<axes![seq, head, vdim]> = a.v_b.forward(&o.permute::<axes![seq, head, latent]>()?)?;
         let o: Tensor<axes![seq, o_flat]> = o.merge_axes::<axes![head, vdim], o_flat>()?;
         a.o.forward(&o)
     }

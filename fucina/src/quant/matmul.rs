@@ -171,7 +171,7 @@ impl<O: Axis, I: Axis> QWeight<O, I> {
     }
 
     /// The weight as the backend's product kernels see it.
-    fn mat(&self) -> WeightMat<'_> {
+    pub(crate) fn mat(&self) -> WeightMat<'_> {
         WeightMat { format: self.layout, rows: self.rows, cols: self.cols, data: &self.data }
     }
 

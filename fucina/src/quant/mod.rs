@@ -10,6 +10,7 @@ mod kquants;
 mod kquants_enc;
 mod legacy;
 mod matmul;
+mod stack;
 mod types;
 
 pub use kquants::{
@@ -21,6 +22,7 @@ pub use legacy::{
     quantize_q5_0, quantize_q5_1, quantize_q8_0,
 };
 pub use matmul::{Product, ProductGroup, ProductOutputs, QLinear, QWeight, BF16_BATCH};
+pub use stack::QWeightStack;
 pub use types::GgmlType;
 
 use crate::error::{FucinaError, Result};
