@@ -49,7 +49,7 @@ pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: b
     let acts = prep.acts();
     let groups = w.rows / X16;
     let out = Out(y.as_mut_ptr());
-    let sizes = if parallel { task_sizes(groups, m, rayon::current_num_threads()) } else { vec![groups] };
+    let sizes = if parallel { super::task_sizes(groups, m, rayon::current_num_threads()) } else { vec![groups] };
     let starts: Vec<usize> = sizes.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
     let task = |t: usize| {
         let g0 = starts[t];
@@ -60,39 +60,6 @@ pub fn matmul(w: &WeightMat<'_>, x: &[f32], m: usize, y: &mut [f32], parallel: b
     } else {
         (0..sizes.len()).for_each(task);
     }
-}
-
-/// How `total` units of work (sixteen-row groups, or bytes times rows) of a product of `m`
-/// activation rows are cut into tasks for `threads` workers, in the order they are claimed.
-///
-/// With few rows a product streams its weights from memory, and each task is one sequential
-/// stream: long ones pay (two per worker ran a 512 x 1024 Q4_K product at 22-24 GB/s against
-/// 17-19 for eight short ones; Zen 4, two threads). But with only two per worker, a worker
-/// that a busy VM slows leaves the others waiting for its last long stream at the end of the
-/// region. So the tasks shrink as they go (guided scheduling: each a `2 threads`-th of what
-/// is left, down to a `16 threads`-th of the whole): most bytes still stream in long runs,
-/// and the region ends on short tasks that whichever worker is free takes.
-///
-/// With more rows the product is bound by arithmetic, and eight equal tasks per worker keep
-/// the workers even.
-fn task_sizes(total: usize, m: usize, threads: usize) -> Vec<usize> {
-    let threads = threads.max(1);
-    if total == 0 {
-        return Vec::new();
-    }
-    if m > 4 {
-        let per = total.div_ceil(8 * threads).max(1);
-        return (0..total.div_ceil(per)).map(|t| per.min(total - t * per)).collect();
-    }
-    let floor = total.div_ceil(16 * threads).max(1);
-    let mut sizes = Vec::new();
-    let mut left = total;
-    while left > 0 {
-        let n = (left / (2 * threads)).max(floor).min(left);
-        sizes.push(n);
-        left -= n;
-    }
-    sizes
 }
 
 /// Several products of interleaved weights (every `jobs[i].w.format.interleaved()` is some)
@@ -127,7 +94,7 @@ pub fn matmul_group(jobs: &mut [WeightJob<'_>]) {
     let m_max = jobs.iter().map(|j| j.m).max().unwrap_or(1);
     let cost = |j: &WeightJob<'_>| (j.w.data.len() / (j.w.rows / X16).max(1)).max(1) * j.m.max(1);
     let total: usize = jobs.iter().map(|j| cost(j) * (j.w.rows / X16)).sum();
-    let sizes = task_sizes(total, m_max, rayon::current_num_threads());
+    let sizes = super::task_sizes(total, m_max, rayon::current_num_threads());
     let share = |t: usize| sizes.get(t).copied().unwrap_or(1).max(1);
     let mut tasks: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new()];
     let mut filled = 0;
@@ -962,33 +929,6 @@ mod avx2 {
             for r in 0..R {
                 for e in 0..H {
                     _mm256_storeu_ps(res[r].as_mut_ptr().add(8 * (h0 + e)), acc[r][e]);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::task_sizes;
-
-    #[test]
-    fn task_sizes_cover_the_work_and_shrink_for_streaming_products() {
-        for threads in [1, 2, 3, 8] {
-            for total in [0, 1, 7, 16, 100, 4096, 1 << 20] {
-                for m in [1, 4, 5, 64] {
-                    let s = task_sizes(total, m, threads);
-                    assert_eq!(s.iter().sum::<usize>(), total, "{total} over {threads} threads, {m} rows");
-                    assert!(s.iter().all(|&n| n > 0));
-                    assert!(s.windows(2).all(|w| w[0] >= w[1]), "sizes grow: {s:?}");
-                    if m <= 4 && total >= 64 * threads {
-                        // Long streams first (a 2 threads-th of the whole), short tasks last.
-                        assert!(s[0] >= total / (2 * threads) && s[s.len() - 1] <= total.div_ceil(16 * threads));
-                    }
-                    if m > 4 && total >= 8 * threads {
-                        // Eight equal tasks per worker (the last one what is left).
-                        assert!(s.len() >= 4 * threads && s[..s.len() - 1].iter().all(|&n| n == s[0]), "{s:?}");
-                    }
                 }
             }
         }

@@ -660,15 +660,23 @@ pub fn weight_repack(w: &WeightMat<'_>, layout: crate::backend::Interleaved, out
 }
 
 /// Fills `y [m, n]` by running `fill(j0, j1, cols)` over ranges of weight rows (output
-/// columns), about eight ranges per worker when the product is large enough; each call
-/// writes only its own columns.
+/// columns) when the product is large enough: for a streaming product (at most four
+/// activation rows) in ranges that shrink as they go ([`super::task_sizes`]), else about
+/// eight ranges per worker; each call writes only its own columns.
 fn split_rows(n: usize, work: usize, y: &mut [f32], fill: impl Fn(usize, usize, &Cols) + Sync) {
     let parallel = may_split(work, 1 << 17);
+    let m = y.len().checked_div(n).unwrap_or(0);
+    let cols = Cols { ptr: y.as_mut_ptr(), n };
     // Even ranges, so that pairs of weight rows for the 2 x 4 integer tile are not split at
     // a task's end (the tile gives the one-row kernels' bits, so this is speed, not results).
+    if parallel && m <= 4 {
+        let sizes = super::task_sizes(n.div_ceil(2), m, rayon::current_num_threads());
+        let starts: Vec<usize> = sizes.iter().scan(0, |at, &p| Some(std::mem::replace(at, *at + p))).collect();
+        super::team::for_each(sizes.len(), |t| fill(2 * starts[t], (2 * (starts[t] + sizes[t])).min(n), &cols));
+        return;
+    }
     let per =
         if parallel { n.div_ceil(8 * rayon::current_num_threads()).clamp(8, 1024).next_multiple_of(2) } else { n };
-    let cols = Cols { ptr: y.as_mut_ptr(), n };
     let f = |c: usize| fill(c * per, ((c + 1) * per).min(n), &cols);
     if parallel {
         super::team::for_each(n.div_ceil(per), f);
